@@ -1,0 +1,255 @@
+//! The `vmrepro` command line: argument parsing, progress rendering and exit codes.
+//! `main.rs` only calls [`main`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::events::{Event, EventSink};
+use crate::images::{Cache, Catalog};
+use crate::run::{RunOptions, RunStatus};
+
+/// Exit codes of `vmrepro` (documented in the README).
+pub mod exit {
+    /// Everything passed.
+    pub const SUCCESS: i32 = 0;
+    /// A step exited with an unexpected status, or a result check failed.
+    pub const TEST_FAILURE: i32 = 1;
+    /// The suite file (or the command line) is invalid; nothing was booted.
+    pub const CONFIG_ERROR: i32 = 2;
+    /// Images, network or VMs failed (didn't boot, agent never answered, QEMU died).
+    pub const INFRASTRUCTURE: i32 = 3;
+    /// Interrupted by SIGINT or SIGTERM (128 + SIGINT).
+    pub const INTERRUPTED: i32 = 130;
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "vmrepro", version, about = "Declarative reproducibility suites on QEMU virtual machines")]
+struct Cli {
+    /// The project's images folder (default: nearest `images/` above the suite, or
+    /// $VMREPRO_IMAGES).
+    #[arg(long, global = true, env = "VMREPRO_IMAGES")]
+    images: Option<PathBuf>,
+    /// Artefact cache folder (default: $VMREPRO_CACHE_DIR, $XDG_CACHE_HOME/vmrepro or
+    /// ~/.cache/vmrepro).
+    #[arg(long, global = true, env = "VMREPRO_CACHE_DIR")]
+    cache: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Boot a suite's VMs, run its steps, and store and compare the results.
+    Run {
+        /// The suite file.
+        suite: PathBuf,
+        /// Where run folders go: `<DIR>/<suite>/<timestamp>/`.
+        #[arg(long, default_value = "results")]
+        results: PathBuf,
+    },
+    /// Validate suite files without booting anything.
+    Check {
+        /// Suite files.
+        #[arg(required = true)]
+        suites: Vec<PathBuf>,
+    },
+    /// Build, fetch or list images.
+    Images {
+        #[command(subcommand)]
+        command: ImagesCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ImagesCommand {
+    /// Build or fetch every image the given suites need (all pinned kernels and the
+    /// default rootfs when no suite is given).
+    Build {
+        /// Suite files.
+        suites: Vec<PathBuf>,
+    },
+    /// List the recipes and the cache's entries.
+    List,
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    rt.block_on(dispatch(cli))
+}
+
+fn load_plan(path: &Path, images: Option<&Path>) -> Result<(crate::plan::Plan, Catalog), i32> {
+    let file = match crate::spec::load_suite(path) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{e}");
+            return Err(exit::CONFIG_ERROR);
+        }
+    };
+    let catalog = match Catalog::locate(images, &file.dir).and_then(|d| Catalog::load(&d)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Err(exit::CONFIG_ERROR);
+        }
+    };
+    match crate::plan::compile(&file, &catalog) {
+        Ok(p) => Ok((p, catalog)),
+        Err(e) => {
+            eprintln!("{e}");
+            Err(exit::CONFIG_ERROR)
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> i32 {
+    let cache = cli.cache.clone().map(Cache::new).unwrap_or_else(Cache::from_env);
+    match cli.command {
+        Command::Check { suites } => {
+            let mut code = exit::SUCCESS;
+            for s in suites {
+                match load_plan(&s, cli.images.as_deref()) {
+                    Ok((p, _)) => {
+                        let steps: usize = p.vms.iter().map(|v| v.steps.len()).sum();
+                        println!("ok: {} (suite {}, {} VMs, {steps} steps)", s.display(), p.suite, p.vms.len());
+                    }
+                    Err(c) => code = c,
+                }
+            }
+            code
+        }
+        Command::Run { suite, results } => {
+            let (plan, catalog) = match load_plan(&suite, cli.images.as_deref()) {
+                Ok(p) => p,
+                Err(c) => return c,
+            };
+            let opts = RunOptions { results_root: results, cache, catalog, events: progress_sink(), run_dir: None };
+            match crate::report::run_and_report(&plan, &opts, interrupted()).await {
+                Ok(report) => {
+                    print!("{}", report.text);
+                    match report.status {
+                        RunStatus::Passed if report.checks_failed == 0 => exit::SUCCESS,
+                        RunStatus::Passed | RunStatus::Failed => exit::TEST_FAILURE,
+                        RunStatus::InfrastructureError => exit::INFRASTRUCTURE,
+                        RunStatus::Interrupted => exit::INTERRUPTED,
+                    }
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    exit::INFRASTRUCTURE
+                }
+            }
+        }
+        Command::Images { command: ImagesCommand::List } => {
+            let dir = match Catalog::locate(cli.images.as_deref(), Path::new(".")).and_then(|d| Catalog::load(&d)) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return exit::CONFIG_ERROR;
+                }
+            };
+            println!("recipes in {}:", dir.dir.display());
+            for k in &dir.kernels {
+                println!("  kernel debian {:<5} {:<12} {} {}", k.series, k.flavour, k.package, k.version);
+            }
+            for r in dir.rootfs.keys() {
+                println!("  rootfs {r}");
+            }
+            for p in dir.profiles.keys() {
+                println!("  profile {p}");
+            }
+            println!("cache {}:", cache.root().display());
+            for (kind, key, path) in cache.list() {
+                let size = crate::images::rootfs::walk_files(&path)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|f| f.metadata().ok())
+                    .map(|m| m.len())
+                    .sum::<u64>();
+                println!("  {kind:<7} {}…  {:>6.1} MB", &key[..16.min(key.len())], size as f64 / 1e6);
+            }
+            exit::SUCCESS
+        }
+        Command::Images { command: ImagesCommand::Build { suites } } => {
+            crate::report::build_images(&suites, cli.images.as_deref(), &cache, progress_sink()).await
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn interrupted() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// Progress on a terminal (indicatif spinners), plain lines otherwise.
+pub fn progress_sink() -> EventSink {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return Arc::new(|e| {
+            if let Some(line) = plain_line(&e) {
+                eprintln!("{line}");
+            }
+        });
+    }
+    let multi = indicatif::MultiProgress::new();
+    let bars: Arc<std::sync::Mutex<std::collections::HashMap<String, indicatif::ProgressBar>>> = Arc::default();
+    Arc::new(move |e| {
+        let key = match &e {
+            Event::ImageStarted { what } | Event::ImageReady { what, .. } => what.clone(),
+            Event::VmStarted { vm }
+            | Event::VmReady { vm, .. }
+            | Event::StepStarted { vm, .. }
+            | Event::StepFinished { vm, .. } => format!("vm {vm}"),
+            Event::Notice(n) => {
+                let _ = multi.println(n);
+                return;
+            }
+            Event::TearingDown => {
+                for b in bars.lock().expect("not poisoned").values() {
+                    b.finish();
+                }
+                return;
+            }
+        };
+        let mut bars = bars.lock().expect("not poisoned");
+        let bar = bars.entry(key.clone()).or_insert_with(|| {
+            let b = multi.add(indicatif::ProgressBar::new_spinner());
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {prefix:<28} {msg} [{elapsed}]").expect("template"),
+            );
+            b.set_prefix(key.clone());
+            b.enable_steady_tick(Duration::from_millis(120));
+            b
+        });
+        if let Some(line) = plain_line(&e) {
+            bar.set_message(line.split_once(": ").map_or(line.clone(), |(_, m)| m.to_string()));
+        }
+        if matches!(e, Event::ImageReady { .. }) {
+            bar.finish();
+        }
+    })
+}
+
+fn plain_line(e: &Event) -> Option<String> {
+    Some(match e {
+        Event::ImageStarted { what } => format!("{what}: resolving"),
+        Event::ImageReady { what, cached: true, .. } => format!("{what}: cached, nothing to build"),
+        Event::ImageReady { what, cached: false, took } => format!("{what}: built in {:.1}s", took.as_secs_f64()),
+        Event::Notice(n) => n.clone(),
+        Event::VmStarted { vm } => format!("vm {vm}: booting"),
+        Event::VmReady { vm, took } => format!("vm {vm}: guest agent ready after {:.1}s", took.as_secs_f64()),
+        Event::StepStarted { vm, step } => format!("vm {vm}: step {step} running"),
+        Event::StepFinished { vm, step, status, took } => {
+            format!("vm {vm}: step {step} {status} ({:.1}s)", took.as_secs_f64())
+        }
+        Event::TearingDown => "shutting down VMs".to_string(),
+    })
+}

@@ -1,0 +1,239 @@
+//! Images: kernels, root filesystems and guest profiles, built or fetched once and kept
+//! in a content-addressed cache.
+//!
+//! The project's `images/` folder holds the recipes ([`Catalog`]): the pinned Debian
+//! kernel manifest (`kernels.yaml`), rootfs recipes (`rootfs/<name>.yaml` + overlay),
+//! the initramfs `/init`, and guest profiles (`profiles/<name>.sh`). This module turns
+//! them into artefacts ([`KernelArtifact`], [`RootfsArtifact`]) under the [`Cache`].
+
+pub mod cache;
+pub mod debian;
+pub mod initramfs;
+pub mod kernel;
+pub mod rootfs;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use cache::{Cache, CacheOutcome};
+pub use kernel::KernelArtifact;
+pub use rootfs::RootfsArtifact;
+
+/// Errors while reading recipes or building/fetching artefacts.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// No `images/` folder was found.
+    #[error("cannot find the images folder (looked for images/kernels.yaml above {start} and at {builtin}); pass --images DIR or set VMREPRO_IMAGES")]
+    NoImagesDir {
+        /// Where the search started.
+        start: PathBuf,
+        /// The compiled-in fallback.
+        builtin: PathBuf,
+    },
+    /// A recipe file couldn't be read or parsed.
+    #[error("{}: {message}", path.display())]
+    Recipe {
+        /// The recipe file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A file operation failed.
+    #[error("{what}: {}: {source}", path.display())]
+    Io {
+        /// What we were doing.
+        what: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// An external tool failed.
+    #[error("{tool} failed ({status}); last output:\n{tail}")]
+    Tool {
+        /// The command (program name and key arguments).
+        tool: String,
+        /// Exit status text.
+        status: String,
+        /// Last lines of its output.
+        tail: String,
+    },
+    /// A download failed or had the wrong checksum.
+    #[error("{0}")]
+    Fetch(String),
+    /// A kernel package or tree doesn't have what we need.
+    #[error("{0}")]
+    Kernel(String),
+}
+
+impl ImageError {
+    pub(crate) fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ImageError + 'a {
+        move |source| ImageError::Io { what, path: path.to_path_buf(), source }
+    }
+}
+
+/// One pinned Debian kernel package (an entry of `images/kernels.yaml`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PinnedKernel {
+    /// Kernel series named by suites, e.g. `"6.1"`.
+    pub series: String,
+    /// Debian flavour, e.g. `cloud-amd64`.
+    pub flavour: String,
+    /// Debian suite (distribution) whose index listed it, e.g. `bookworm`.
+    pub suite: String,
+    /// Binary package name.
+    pub package: String,
+    /// Package version.
+    pub version: String,
+    /// Path in the archive (`pool/…/*.deb`).
+    pub filename: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256 of the .deb, lowercase hex.
+    pub sha256: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KernelManifest {
+    #[allow(dead_code)]
+    pinned_on: String,
+    kernels: Vec<PinnedKernel>,
+}
+
+/// A rootfs recipe (`images/rootfs/<name>.yaml`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RootfsRecipe {
+    /// Debian distribution for mmdebstrap, e.g. `bookworm`.
+    pub distribution: String,
+    /// mmdebstrap `--variant`.
+    pub variant: String,
+    /// Packages to include.
+    pub packages: Vec<String>,
+    /// Overlay folder copied over the rootfs, relative to `images/rootfs/`.
+    pub overlay: PathBuf,
+    /// ext4 image size in MiB.
+    pub size_mib: u64,
+}
+
+/// The project's recipes, read from its `images/` folder.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    /// The `images/` folder.
+    pub dir: PathBuf,
+    /// Pinned Debian kernels.
+    pub kernels: Vec<PinnedKernel>,
+    /// Rootfs recipes by name, with their text (hashed into cache keys).
+    pub rootfs: BTreeMap<String, (RootfsRecipe, String)>,
+    /// Guest profiles by name → script path.
+    pub profiles: BTreeMap<String, PathBuf>,
+}
+
+/// The default rootfs recipe name.
+pub const DEFAULT_ROOTFS: &str = "bookworm-nfs";
+/// The default Debian kernel flavour.
+pub const DEFAULT_FLAVOUR: &str = "cloud-amd64";
+
+impl Catalog {
+    /// Finds the `images/` folder: `explicit` if given, else `$VMREPRO_IMAGES`, else the
+    /// nearest `images/kernels.yaml` above `start`, else the one this binary was built
+    /// from.
+    pub fn locate(explicit: Option<&Path>, start: &Path) -> Result<PathBuf, ImageError> {
+        if let Some(p) = explicit {
+            return Ok(p.to_path_buf());
+        }
+        if let Some(p) = std::env::var_os("VMREPRO_IMAGES") {
+            return Ok(PathBuf::from(p));
+        }
+        let start_abs = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
+        for dir in start_abs.ancestors() {
+            let cand = dir.join("images");
+            if cand.join("kernels.yaml").is_file() {
+                return Ok(cand);
+            }
+        }
+        let builtin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images");
+        if builtin.join("kernels.yaml").is_file() {
+            return Ok(builtin);
+        }
+        Err(ImageError::NoImagesDir { start: start_abs, builtin })
+    }
+
+    /// Reads every recipe in `dir`.
+    pub fn load(dir: &Path) -> Result<Self, ImageError> {
+        let read = |p: &Path| std::fs::read_to_string(p).map_err(ImageError::io("reading recipe", p));
+        let recipe_err =
+            |p: &Path, e: serde_yaml::Error| ImageError::Recipe { path: p.to_path_buf(), message: e.to_string() };
+
+        let kpath = dir.join("kernels.yaml");
+        let manifest: KernelManifest = serde_yaml::from_str(&read(&kpath)?).map_err(|e| recipe_err(&kpath, e))?;
+
+        let mut rootfs = BTreeMap::new();
+        let rdir = dir.join("rootfs");
+        for entry in std::fs::read_dir(&rdir).map_err(ImageError::io("listing rootfs recipes", &rdir))? {
+            let p = entry.map_err(ImageError::io("listing rootfs recipes", &rdir))?.path();
+            if p.extension().is_some_and(|e| e == "yaml") {
+                let text = read(&p)?;
+                let recipe: RootfsRecipe = serde_yaml::from_str(&text).map_err(|e| recipe_err(&p, e))?;
+                let name = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+                rootfs.insert(name, (recipe, text));
+            }
+        }
+
+        let mut profiles = BTreeMap::new();
+        let pdir = dir.join("profiles");
+        if let Ok(rd) = std::fs::read_dir(&pdir) {
+            for entry in rd.flatten() {
+                let p = entry.path();
+                if p.extension().is_some_and(|e| e == "sh") {
+                    let name = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+                    profiles.insert(name, p);
+                }
+            }
+        }
+        Ok(Catalog { dir: dir.to_path_buf(), kernels: manifest.kernels, rootfs, profiles })
+    }
+
+    /// The pinned kernel for `series` and `flavour`.
+    pub fn debian_kernel(&self, series: &str, flavour: &str) -> Option<&PinnedKernel> {
+        self.kernels.iter().find(|k| k.series == series && k.flavour == flavour)
+    }
+
+    /// Series available for `flavour`, for error messages.
+    pub fn debian_series(&self, flavour: &str) -> Vec<String> {
+        self.kernels.iter().filter(|k| k.flavour == flavour).map(|k| k.series.clone()).collect()
+    }
+}
+
+/// Runs an external tool, capturing its output; on failure returns [`ImageError::Tool`]
+/// with the last lines. `log`, if given, receives the full output.
+pub(crate) fn run_tool(cmd: &mut std::process::Command, what: &str, log: Option<&Path>) -> Result<String, ImageError> {
+    use std::process::Stdio;
+    cmd.stdin(Stdio::null());
+    let out = cmd.output().map_err(|e| ImageError::Tool {
+        tool: what.to_string(),
+        status: format!("cannot start: {e}"),
+        tail: String::new(),
+    })?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    if let Some(log) = log {
+        let _ = std::fs::write(log, &text);
+    }
+    if !out.status.success() {
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+        return Err(ImageError::Tool { tool: what.to_string(), status: out.status.to_string(), tail });
+    }
+    Ok(text)
+}
+
+/// Hex SHA-256 of a byte string.
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(data))
+}

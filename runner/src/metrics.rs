@@ -1,0 +1,691 @@
+//! Counter deltas, derived metrics and client-vs-baseline comparison.
+//!
+//! This module is responsible for turning parsed observations (see
+//! [`crate::parse`]) into the numbers the reproduction reports:
+//!
+//! 1. [`Counters`]: a flat `name → u64` view of one observation (`netstat -s`
+//!    plus `nfsstat`), with stable names (see [`Snapshot::counters`]).
+//! 2. [`delta`]: per-counter change over the measured command (`after −
+//!    before`), with counters missing on one side reported explicitly.
+//! 3. [`Measurement`]: the derived metrics of one measured read (elapsed time,
+//!    throughput, IP reassembly failures, RPC retransmissions, …).
+//! 4. [`summarize`] and [`compare`]: statistics over repeats and the verdict of
+//!    a client against a baseline client, following the practice of the
+//!    kernel test robot (0-day/LKP) and mmtests: a change is flagged only when
+//!    the medians differ by more than [`MIN_MEDIAN_CHANGE`] **and** the
+//!    [min, max] ranges of the repeats do not overlap.
+//!
+//! Nothing here runs commands or parses text itself.
+
+use crate::parse::{GnuTime, NetstatS, Nfsstat};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Flat view of one observation: counter name → cumulative value.
+///
+/// Names:
+/// * `netstat.<Section>.<Field>` for every `netstat -s` counter, using the
+///   parser's canonical names (`netstat.Ip.ReasmFails`, `netstat.Tcp.RetransSegs`,
+///   `netstat.TcpExt.~N_widgets` for unknown wordings).
+/// * `nfs.client.rpc.calls`, `nfs.client.rpc.retrans`, `nfs.client.rpc.authrefrsh`.
+/// * `nfs.server.rpc.<column>` (`calls`, `badcalls`, …).
+/// * `nfs.client.<version>.<op>` (`nfs.client.v3.read`), `nfs.server.<table>.<op>`
+///   (`nfs.server.v3.read`, `nfs.server.v4ops.putfh`).
+/// * `nfs.other.<table>.<column>` for other tables, the title normalised
+///   (`nfs.other.server_reply_cache.hits`).
+pub type Counters = BTreeMap<String, u64>;
+
+/// `netstat -s` counters named `netstat.<Section>.<Field>`.
+pub fn netstat_counters(netstat: &NetstatS) -> Counters {
+    netstat
+        .flat()
+        .into_iter()
+        .map(|(k, v)| (format!("netstat.{k}"), v))
+        .collect()
+}
+
+/// `nfsstat` counters named as documented on [`Counters`].
+pub fn nfsstat_counters(nfsstat: &Nfsstat) -> Counters {
+    let mut out = Counters::new();
+    if let Some(rpc) = &nfsstat.client_rpc {
+        out.insert("nfs.client.rpc.calls".into(), rpc.calls);
+        out.insert("nfs.client.rpc.retrans".into(), rpc.retrans);
+        out.insert("nfs.client.rpc.authrefrsh".into(), rpc.authrefrsh);
+    }
+    for (k, v) in nfsstat.server_rpc.iter().flatten() {
+        out.insert(format!("nfs.server.rpc.{k}"), *v);
+    }
+    for (side, tables) in [("client", &nfsstat.client), ("server", &nfsstat.server)] {
+        for (table, ops) in tables {
+            for (op, v) in ops {
+                out.insert(format!("nfs.{side}.{table}.{op}"), *v);
+            }
+        }
+    }
+    for (title, cols) in &nfsstat.other {
+        let t = crate::parse::nfsstat::title_key(title);
+        for (col, v) in cols {
+            out.insert(format!("nfs.other.{t}.{col}"), *v);
+        }
+    }
+    out
+}
+
+/// One observation of the guest's counters, taken before or after the measured
+/// command. Either tool's output may be missing (not captured, or not parsable).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Parsed `netstat -s`, if captured.
+    pub netstat: Option<NetstatS>,
+    /// Parsed `nfsstat`, if captured.
+    pub nfsstat: Option<Nfsstat>,
+}
+
+impl Snapshot {
+    /// All counters of this observation (see [`Counters`] for the names).
+    pub fn counters(&self) -> Counters {
+        let mut out = Counters::new();
+        if let Some(n) = &self.netstat {
+            out.extend(netstat_counters(n));
+        }
+        if let Some(n) = &self.nfsstat {
+            out.extend(nfsstat_counters(n));
+        }
+        out
+    }
+}
+
+/// Per-counter change between two observations, see [`delta`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deltas {
+    /// `after − before` for every counter present in both observations
+    /// (including zero changes). Negative values mean the counter went
+    /// backwards: a reset, or a 32-bit wrap of an `nfsstat` counter; they are
+    /// reported as they are, not corrected.
+    pub deltas: BTreeMap<String, i64>,
+    /// Counters present only in the "before" observation, with their value.
+    pub only_before: BTreeMap<String, u64>,
+    /// Counters present only in the "after" observation, with their value.
+    /// Common and usually benign: `netstat -s` and `nfsstat` do not print many
+    /// counters while they are zero, so a counter that first becomes non-zero
+    /// during the measured command appears here (its change is then most
+    /// likely the value itself, but this module does not assume it).
+    pub only_after: BTreeMap<String, u64>,
+}
+
+impl Deltas {
+    /// Change of `name` if it was present on both sides.
+    pub fn get(&self, name: &str) -> Option<i64> {
+        self.deltas.get(name).copied()
+    }
+
+    /// Changes of counters that moved (non-zero delta), for compact reports.
+    pub fn changed(&self) -> BTreeMap<String, i64> {
+        self.deltas
+            .iter()
+            .filter(|(_, d)| **d != 0)
+            .map(|(k, d)| (k.clone(), *d))
+            .collect()
+    }
+}
+
+/// Change of every counter over the measured command.
+///
+/// A counter missing on one side is **not** reported as a change from or to
+/// zero: it is listed in [`Deltas::only_before`] or [`Deltas::only_after`] with
+/// its value, so the caller decides (and can see) whether "absent" meant zero.
+pub fn delta(before: &Counters, after: &Counters) -> Deltas {
+    let mut out = Deltas::default();
+    for (k, &b) in before {
+        match after.get(k) {
+            Some(&a) => {
+                out.deltas.insert(k.clone(), a as i64 - b as i64);
+            }
+            None => {
+                out.only_before.insert(k.clone(), b);
+            }
+        }
+    }
+    for (k, &a) in after {
+        if !before.contains_key(k) {
+            out.only_after.insert(k.clone(), a);
+        }
+    }
+    out
+}
+
+/// Derived metrics of one measured read (`/usr/bin/time cat FILE > /dev/null`
+/// between two [`Snapshot`]s).
+///
+/// Counter-based fields are deltas over the command. They are `None` when the
+/// value cannot be known: a snapshot lacks that tool's output, or the counter
+/// is missing where its absence does not imply zero. For the IP reassembly and
+/// fragmentation counters, net-tools (1.60 and 2.10 alike) omits the line while
+/// the value is zero, so an absent line in a printed `Ip:` section counts as 0.
+/// For RPC counts, `nfsstat` always prints `Client rpc stats:`; per-operation
+/// tables are omitted by nfs-utils 2.x while all their counts are zero, so an
+/// absent table counts as 0 reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// Bytes the command read (given by the caller: the file size).
+    pub bytes_read: u64,
+    /// Wall-clock seconds from GNU time.
+    pub elapsed_s: f64,
+    /// User CPU seconds from GNU time.
+    pub user_s: f64,
+    /// System CPU seconds from GNU time.
+    pub system_s: f64,
+    /// Exit status of the command (see [`GnuTime::exit_status`]).
+    pub exit_status: Option<i32>,
+    /// `bytes_read / 10^6 / elapsed_s` (MB = 10^6 bytes); `None` when the
+    /// elapsed time is zero.
+    pub throughput_mb_s: Option<f64>,
+    /// `Ip.ReasmReqds` delta: fragments received that needed reassembly.
+    pub ip_reassemblies_required: Option<i64>,
+    /// `Ip.ReasmOKs` delta: datagrams reassembled.
+    pub ip_reassembled_ok: Option<i64>,
+    /// `Ip.ReasmFails` delta: reassembly failures (fragments discarded).
+    pub ip_reassembly_failures: Option<i64>,
+    /// `Ip.ReasmTimeout` delta: "fragments dropped after timeout".
+    pub ip_fragments_dropped_after_timeout: Option<i64>,
+    /// `Udp.InDatagrams` delta.
+    pub udp_datagrams_received: Option<i64>,
+    /// `Udp.InErrors` delta ("packet receive errors").
+    pub udp_receive_errors: Option<i64>,
+    /// `Udp.RcvbufErrors` delta; `None` on kernels without the counter (2.4, early 2.6).
+    pub udp_receive_buffer_errors: Option<i64>,
+    /// `Tcp.RetransSegs` delta.
+    pub tcp_segments_retransmitted: Option<i64>,
+    /// `nfsstat` client RPC `calls` delta.
+    pub rpc_calls: Option<i64>,
+    /// `nfsstat` client RPC `retrans` delta.
+    pub rpc_retransmissions: Option<i64>,
+    /// Client NFS READ calls (sum over all versions' `read`) delta.
+    pub nfs_read_calls: Option<i64>,
+}
+
+impl Measurement {
+    /// Builds the metrics of one read of `bytes_read` bytes timed by `time`,
+    /// with counter observations `before` and `after` the command.
+    pub fn new(bytes_read: u64, time: &GnuTime, before: &Snapshot, after: &Snapshot) -> Self {
+        let ns = |key: &str, absent_is_zero: bool| {
+            netstat_delta(before.netstat.as_ref(), after.netstat.as_ref(), key, absent_is_zero)
+        };
+        let (rpc_calls, rpc_retransmissions) = match (
+            before.nfsstat.as_ref().and_then(|n| n.client_rpc),
+            after.nfsstat.as_ref().and_then(|n| n.client_rpc),
+        ) {
+            (Some(b), Some(a)) => (
+                Some(a.calls as i64 - b.calls as i64),
+                Some(a.retrans as i64 - b.retrans as i64),
+            ),
+            _ => (None, None),
+        };
+        let nfs_read_calls = match (&before.nfsstat, &after.nfsstat) {
+            (Some(b), Some(a)) => Some(client_reads(a) - client_reads(b)),
+            _ => None,
+        };
+        Measurement {
+            bytes_read,
+            elapsed_s: time.elapsed_s,
+            user_s: time.user_s,
+            system_s: time.system_s,
+            exit_status: time.exit_status,
+            throughput_mb_s: (time.elapsed_s > 0.0)
+                .then(|| bytes_read as f64 / 1e6 / time.elapsed_s),
+            ip_reassemblies_required: ns("Ip.ReasmReqds", true),
+            ip_reassembled_ok: ns("Ip.ReasmOKs", true),
+            ip_reassembly_failures: ns("Ip.ReasmFails", true),
+            ip_fragments_dropped_after_timeout: ns("Ip.ReasmTimeout", true),
+            udp_datagrams_received: ns("Udp.InDatagrams", false),
+            udp_receive_errors: ns("Udp.InErrors", false),
+            udp_receive_buffer_errors: ns("Udp.RcvbufErrors", false),
+            tcp_segments_retransmitted: ns("Tcp.RetransSegs", false),
+            rpc_calls,
+            rpc_retransmissions,
+            nfs_read_calls,
+        }
+    }
+}
+
+/// `after − before` of a netstat counter `Section.Field`. When `absent_is_zero`,
+/// a missing line counts as 0 provided the section was printed on that side.
+fn netstat_delta(
+    before: Option<&NetstatS>,
+    after: Option<&NetstatS>,
+    key: &str,
+    absent_is_zero: bool,
+) -> Option<i64> {
+    let section = key.split_once('.')?.0;
+    let value = |n: &NetstatS| match n.get(key) {
+        Some(v) => Some(v as i64),
+        None if absent_is_zero && n.has_section(section) => Some(0),
+        None => None,
+    };
+    Some(value(after?)? - value(before?)?)
+}
+
+fn client_reads(n: &Nfsstat) -> i64 {
+    n.client
+        .values()
+        .filter_map(|ops| ops.get("read"))
+        .map(|&v| v as i64)
+        .sum()
+}
+
+/// Statistics of one client's repeated measurements (e.g. elapsed seconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Number of repeats.
+    pub n: usize,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Median (mean of the two middle values for even `n`).
+    pub median: f64,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Coefficient of variation: sample standard deviation (n − 1) divided by
+    /// the mean. `None` for a single repeat or a zero mean.
+    pub cv: Option<f64>,
+}
+
+/// Summarises repeated values. `None` if `values` is empty or contains a
+/// non-finite value.
+pub fn summarize(values: &[f64]) -> Option<Summary> {
+    if values.is_empty() || values.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    let mean = v.iter().sum::<f64>() / n as f64;
+    let cv = (n >= 2 && mean != 0.0).then(|| {
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        var.sqrt() / mean.abs()
+    });
+    Some(Summary {
+        n,
+        min: v[0],
+        max: v[n - 1],
+        median,
+        mean,
+        cv,
+    })
+}
+
+/// Minimum relative change of the **medians** for a verdict other than
+/// [`Verdict::Same`]: the candidate's median must be more than 10 % above the
+/// baseline's (slower) or the baseline's more than 10 % above the candidate's
+/// (faster). Like the 0-day bot's and mmtests' defaults, this keeps ordinary
+/// run-to-run noise of VM timing from being reported.
+pub const MIN_MEDIAN_CHANGE: f64 = 0.10;
+
+/// Outcome of comparing a client's elapsed times with the baseline client's.
+///
+/// `low`/`high` bound how many times slower (for `Slower`: candidate ÷
+/// baseline) or faster (for `Faster`: baseline ÷ candidate) the candidate is,
+/// computed from the extremes of the repeats and rounded outwards to the grid
+/// of [`ratio_grid_step`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "lowercase")]
+pub enum Verdict {
+    /// No change flagged: the medians differ by at most [`MIN_MEDIAN_CHANGE`],
+    /// or the ranges of the repeats overlap.
+    Same,
+    /// The candidate takes `low`–`high` times as long as the baseline.
+    Slower {
+        /// Lower bound of the time ratio.
+        low: f64,
+        /// Upper bound of the time ratio.
+        high: f64,
+    },
+    /// The baseline takes `low`–`high` times as long as the candidate.
+    Faster {
+        /// Lower bound of the speed-up.
+        low: f64,
+        /// Upper bound of the speed-up.
+        high: f64,
+    },
+}
+
+impl fmt::Display for Verdict {
+    /// `same`, `slower (2.5x–3.5x)`, `faster (1.2x–1.4x)`; a single value when
+    /// both bounds round to the same grid point (`slower (3.0x)`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (word, low, high) = match *self {
+            Verdict::Same => return f.write_str("same"),
+            Verdict::Slower { low, high } => ("slower", low, high),
+            Verdict::Faster { low, high } => ("faster", low, high),
+        };
+        if low == high {
+            write!(f, "{word} ({})", fmt_ratio(low))
+        } else {
+            write!(f, "{word} ({}–{})", fmt_ratio(low), fmt_ratio(high))
+        }
+    }
+}
+
+fn fmt_ratio(r: f64) -> String {
+    if r < 10.0 {
+        format!("{r:.1}x")
+    } else {
+        format!("{r:.0}x")
+    }
+}
+
+/// Grid on which verdict ratios are reported, so that small noise does not
+/// change the words in a report: steps of 0.1 below 2×, 0.5 from 2× to 10×, 1
+/// from 10× to 100×, 10 above.
+pub fn ratio_grid_step(ratio: f64) -> f64 {
+    if ratio < 2.0 {
+        0.1
+    } else if ratio < 10.0 {
+        0.5
+    } else if ratio < 100.0 {
+        1.0
+    } else {
+        10.0
+    }
+}
+
+/// Rounds `ratio` down to the grid of [`ratio_grid_step`].
+pub fn floor_to_grid(ratio: f64) -> f64 {
+    let step = ratio_grid_step(ratio);
+    tidy((ratio / step + 1e-9).floor() * step)
+}
+
+/// Rounds `ratio` up to the grid of [`ratio_grid_step`].
+pub fn ceil_to_grid(ratio: f64) -> f64 {
+    let step = ratio_grid_step(ratio);
+    tidy((ratio / step - 1e-9).ceil() * step)
+}
+
+/// Removes binary floating-point noise (`2.5000000000000004` → `2.5`).
+fn tidy(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// A candidate client's repeats compared with the baseline client's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Summary of the candidate's values.
+    pub candidate: Summary,
+    /// Summary of the baseline's values.
+    pub baseline: Summary,
+    /// Candidate median ÷ baseline median (unrounded).
+    pub median_ratio: f64,
+    /// Whether the [min, max] ranges of the two sets of repeats overlap
+    /// (touching ends count as overlap).
+    pub ranges_overlap: bool,
+    /// The verdict, see [`compare`].
+    pub verdict: Verdict,
+}
+
+/// Compares a candidate client's repeated elapsed times (seconds; lower is
+/// better) with the baseline client's.
+///
+/// Rule (0-day/LKP and mmtests practice): the verdict is `Slower` only if the
+/// median ratio exceeds `1 + MIN_MEDIAN_CHANGE` **and** every candidate repeat
+/// is slower than every baseline repeat (`min(candidate) > max(baseline)`);
+/// symmetrically `Faster` if the baseline's median exceeds the candidate's by
+/// that factor and `max(candidate) < min(baseline)`; otherwise `Same`. The
+/// reported interval is the worst-case pairing of the repeats —
+/// `[min(c)/max(b), max(c)/min(b)]` when slower, `[min(b)/max(c), max(b)/min(c)]`
+/// when faster — with the low bound rounded down and the high bound rounded up
+/// to the [`ratio_grid_step`] grid, so it always contains the measured interval
+/// and only changes when noise crosses a grid line.
+///
+/// With a single repeat per client the ranges are points, so only the median
+/// threshold decides; run at least 3 repeats for the separation test to mean
+/// anything. Returns `None` if either slice is empty or contains a non-finite
+/// or non-positive value (a ratio of elapsed times is then undefined).
+pub fn compare(candidate: &[f64], baseline: &[f64]) -> Option<Comparison> {
+    let c = summarize(candidate)?;
+    let b = summarize(baseline)?;
+    if c.min <= 0.0 || b.min <= 0.0 {
+        return None;
+    }
+    let median_ratio = c.median / b.median;
+    let threshold = 1.0 + MIN_MEDIAN_CHANGE;
+    let verdict = if median_ratio > threshold && c.min > b.max {
+        Verdict::Slower {
+            low: floor_to_grid(c.min / b.max),
+            high: ceil_to_grid(c.max / b.min),
+        }
+    } else if 1.0 / median_ratio > threshold && c.max < b.min {
+        Verdict::Faster {
+            low: floor_to_grid(b.min / c.max),
+            high: ceil_to_grid(b.max / c.min),
+        }
+    } else {
+        Verdict::Same
+    };
+    Some(Comparison {
+        ranges_overlap: !(c.min > b.max || c.max < b.min),
+        candidate: c,
+        baseline: b,
+        median_ratio,
+        verdict,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::{gnutime, netstat, nfsstat};
+
+    fn counters(pairs: &[(&str, u64)]) -> Counters {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn delta_reports_one_sided_counters_explicitly() {
+        let before = counters(&[("a", 10), ("b", 5), ("gone", 1)]);
+        let after = counters(&[("a", 15), ("b", 5), ("new", 7)]);
+        let d = delta(&before, &after);
+        assert_eq!(d.get("a"), Some(5));
+        assert_eq!(d.get("b"), Some(0));
+        assert_eq!(d.get("new"), None, "not silently treated as 7 - 0");
+        assert_eq!(d.only_after, counters(&[("new", 7)]));
+        assert_eq!(d.only_before, counters(&[("gone", 1)]));
+        assert_eq!(d.changed(), [("a".to_string(), 5)].into_iter().collect());
+    }
+
+    #[test]
+    fn delta_keeps_negative_changes() {
+        let d = delta(&counters(&[("wrap", 4_294_967_290)]), &counters(&[("wrap", 3)]));
+        assert_eq!(d.get("wrap"), Some(3 - 4_294_967_290));
+    }
+
+    fn snapshot(netstat_text: &str, nfsstat_text: &str) -> Snapshot {
+        Snapshot {
+            netstat: Some(netstat::parse(netstat_text).unwrap()),
+            nfsstat: Some(nfsstat::parse(nfsstat_text).unwrap()),
+        }
+    }
+
+    #[test]
+    fn counter_names() {
+        let s = snapshot(
+            "Ip:\n    7 packet reassembles failed\n",
+            "Server rpc stats:\ncalls badcalls\n4 0\nServer reply cache:\nhits misses\n1 2\n\
+             Client rpc stats:\ncalls      retrans    authrefrsh\n3 1 0\nClient nfs v3:\nnull read\n0 0% 3 100%\n",
+        );
+        let c = s.counters();
+        let expected = counters(&[
+            ("netstat.Ip.ReasmFails", 7),
+            ("nfs.client.rpc.authrefrsh", 0),
+            ("nfs.client.rpc.calls", 3),
+            ("nfs.client.rpc.retrans", 1),
+            ("nfs.client.v3.null", 0),
+            ("nfs.client.v3.read", 3),
+            ("nfs.other.server_reply_cache.hits", 1),
+            ("nfs.other.server_reply_cache.misses", 2),
+            ("nfs.server.rpc.badcalls", 0),
+            ("nfs.server.rpc.calls", 4),
+        ]);
+        assert_eq!(c, expected);
+    }
+
+    #[test]
+    fn measurement_treats_absent_reassembly_lines_as_zero_only_in_printed_sections() {
+        let time = gnutime::parse(
+            "0.01user 1.20system 0:40.00elapsed 3%CPU (0avgtext+0avgdata 0maxresident)k\n\
+             0inputs+0outputs (0major+120minor)pagefaults 0swaps\n",
+        )
+        .unwrap();
+        // "before": no reassembly lines yet (net-tools omits zero values); no v3 table.
+        let before = snapshot(
+            "Ip:\n    10 total packets received\nUdp:\n    5 packets received\n    0 packet receive errors\nTcp:\n    0 segments retransmited\n",
+            "Client rpc stats:\ncalls      retrans    authrefrsh\n2 0 0\n",
+        );
+        let after = snapshot(
+            "Ip:\n    90 total packets received\n    80 reassemblies required\n    10 packets reassembled ok\n    7 packet reassembles failed\nUdp:\n    17 packets received\n    1 packet receive errors\nTcp:\n    2 segments retransmited\n",
+            "Client rpc stats:\ncalls      retrans    authrefrsh\n14 3 0\nClient nfs v3:\nnull read\n0 0% 12 100%\n",
+        );
+        let m = Measurement::new(100_000_000, &time, &before, &after);
+        assert_eq!(m.throughput_mb_s, Some(2.5));
+        assert_eq!(m.ip_reassemblies_required, Some(80));
+        assert_eq!(m.ip_reassembled_ok, Some(10));
+        assert_eq!(m.ip_reassembly_failures, Some(7));
+        assert_eq!(m.ip_fragments_dropped_after_timeout, Some(0));
+        assert_eq!(m.udp_datagrams_received, Some(12));
+        assert_eq!(m.udp_receive_errors, Some(1));
+        assert_eq!(m.udp_receive_buffer_errors, None, "2.4-era kernels lack RcvbufErrors");
+        assert_eq!(m.tcp_segments_retransmitted, Some(2));
+        assert_eq!((m.rpc_calls, m.rpc_retransmissions), (Some(12), Some(3)));
+        assert_eq!(m.nfs_read_calls, Some(12));
+        assert_eq!(m.exit_status, Some(0));
+
+        // Without snapshots of a tool, its metrics are unknown rather than zero.
+        let empty = Snapshot::default();
+        let m = Measurement::new(1, &time, &empty, &after);
+        assert_eq!(m.ip_reassembly_failures, None);
+        assert_eq!(m.rpc_retransmissions, None);
+        assert_eq!(m.nfs_read_calls, None);
+    }
+
+    #[test]
+    fn zero_elapsed_has_no_throughput() {
+        let time = gnutime::parse(
+            "0.00user 0.00system 0:00.00elapsed ?%CPU (0avgtext+0avgdata 0maxresident)k\n\
+             0inputs+0outputs (0major+1minor)pagefaults 0swaps\n",
+        )
+        .unwrap();
+        let m = Measurement::new(5, &time, &Snapshot::default(), &Snapshot::default());
+        assert_eq!(m.throughput_mb_s, None);
+    }
+
+    #[test]
+    fn summary_statistics() {
+        let s = summarize(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.n, s.min, s.median, s.max, s.mean), (3, 1.0, 2.0, 3.0, 2.0));
+        assert!((s.cv.unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!(summarize(&[4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
+        let one = summarize(&[5.0]).unwrap();
+        assert_eq!((one.median, one.cv), (5.0, None));
+        assert_eq!(summarize(&[2.0, 2.0]).unwrap().cv, Some(0.0));
+        assert_eq!(summarize(&[]), None);
+        assert_eq!(summarize(&[1.0, f64::NAN]), None);
+    }
+
+    #[test]
+    fn grid_rounding() {
+        assert_eq!(floor_to_grid(1.37), 1.3);
+        assert_eq!(ceil_to_grid(1.37), 1.4);
+        assert_eq!(floor_to_grid(2.74), 2.5);
+        assert_eq!(ceil_to_grid(2.74), 3.0);
+        assert_eq!(floor_to_grid(2.5), 2.5);
+        assert_eq!(ceil_to_grid(2.5), 2.5);
+        assert_eq!(ceil_to_grid(1.96), 2.0);
+        assert_eq!(floor_to_grid(13.7), 13.0);
+        assert_eq!(ceil_to_grid(137.0), 140.0);
+    }
+
+    #[test]
+    fn verdict_slower_with_separated_ranges() {
+        let base = [40.1, 41.9, 43.0];
+        let cand = [120.4, 131.0, 140.2];
+        let c = compare(&cand, &base).unwrap();
+        assert!(!c.ranges_overlap);
+        // 120.4/43.0 = 2.80 -> 2.5 ; 140.2/40.1 = 3.50 -> 3.5
+        assert_eq!(c.verdict, Verdict::Slower { low: 2.5, high: 3.5 });
+        assert_eq!(c.verdict.to_string(), "slower (2.5x–3.5x)");
+        assert!((c.median_ratio - 131.0 / 41.9).abs() < 1e-12);
+        // Noise that stays inside the grid cells does not change the words.
+        let c2 = compare(&[121.0, 130.0, 139.0], &[40.5, 42.0, 42.8]).unwrap();
+        assert_eq!(c2.verdict.to_string(), "slower (2.5x–3.5x)");
+    }
+
+    #[test]
+    fn verdict_faster_is_symmetric() {
+        let c = compare(&[40.1, 41.9, 43.0], &[120.4, 131.0, 140.2]).unwrap();
+        assert_eq!(c.verdict, Verdict::Faster { low: 2.5, high: 3.5 });
+        assert_eq!(c.verdict.to_string(), "faster (2.5x–3.5x)");
+    }
+
+    #[test]
+    fn verdict_same_when_ranges_overlap_despite_large_median_change() {
+        // Medians 10 vs 20 (2x), but one baseline outlier overlaps the candidate range.
+        let c = compare(&[19.0, 20.0, 21.0], &[9.0, 10.0, 25.0]).unwrap();
+        assert!(c.ranges_overlap);
+        assert_eq!(c.verdict, Verdict::Same);
+        assert_eq!(c.verdict.to_string(), "same");
+    }
+
+    #[test]
+    fn verdict_same_for_small_but_separated_change() {
+        let c = compare(&[10.6, 10.7, 10.8], &[10.0, 10.1, 10.2]).unwrap();
+        assert!(!c.ranges_overlap);
+        assert_eq!(c.verdict, Verdict::Same, "+6 % is below MIN_MEDIAN_CHANGE");
+    }
+
+    #[test]
+    fn verdict_identical_values() {
+        let c = compare(&[5.0, 5.0], &[5.0, 5.0]).unwrap();
+        assert_eq!((c.verdict, c.median_ratio, c.ranges_overlap), (Verdict::Same, 1.0, true));
+    }
+
+    #[test]
+    fn verdict_single_repeat_relies_on_threshold() {
+        let c = compare(&[3.0], &[1.0]).unwrap();
+        assert_eq!(c.verdict, Verdict::Slower { low: 3.0, high: 3.0 });
+        assert_eq!(c.verdict.to_string(), "slower (3.0x)");
+        assert_eq!(compare(&[1.05], &[1.0]).unwrap().verdict, Verdict::Same);
+    }
+
+    #[test]
+    fn verdict_threshold_boundary_is_exclusive() {
+        // 2.2 / 2.0 is exactly the threshold (up to rounding) and not "more than 10 %".
+        let c = compare(&[2.2], &[2.0]).unwrap();
+        assert!(c.median_ratio <= 1.0 + MIN_MEDIAN_CHANGE + 1e-12);
+        assert_eq!(c.verdict, Verdict::Same);
+        assert_eq!(
+            compare(&[2.25], &[2.0]).unwrap().verdict,
+            Verdict::Slower { low: 1.1, high: 1.2 }
+        );
+    }
+
+    #[test]
+    fn compare_rejects_unusable_input() {
+        assert!(compare(&[], &[1.0]).is_none());
+        assert!(compare(&[1.0], &[0.0]).is_none());
+        assert!(compare(&[f64::INFINITY], &[1.0]).is_none());
+    }
+
+    #[test]
+    fn verdict_serialises_with_tag() {
+        let v = serde_json::to_value(Verdict::Slower { low: 2.5, high: 3.5 }).unwrap();
+        assert_eq!(v, serde_json::json!({"verdict": "slower", "low": 2.5, "high": 3.5}));
+        let same: Verdict = serde_json::from_str(r#"{"verdict":"same"}"#).unwrap();
+        assert_eq!(same, Verdict::Same);
+    }
+}

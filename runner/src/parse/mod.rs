@@ -1,0 +1,154 @@
+//! Parsers for the text that the measured guest prints around the NFS read.
+//!
+//! The reproduction runs, inside each guest,
+//!
+//! ```text
+//! netstat -s; nfsstat            # "before" observation
+//! /usr/bin/time cat FILE > /dev/null
+//! netstat -s; nfsstat            # "after" observation
+//! ```
+//!
+//! and this module turns each of those outputs into a typed value:
+//!
+//! | tool | module | result type |
+//! |------|--------|-------------|
+//! | GNU `time` (default format, 1.7 and 1.9) | [`gnutime`] | [`GnuTime`] |
+//! | `netstat -s` (net-tools 1.60 and 2.10) | [`netstat`] | [`NetstatS`] |
+//! | `nfsstat` (nfs-utils 1.0.x and 2.6.x) | [`nfsstat`] | [`Nfsstat`] |
+//!
+//! Common rules for all parsers:
+//!
+//! * They take the whole captured text (`&str`, `\n` or `\r\n` line ends) and
+//!   return a typed struct that is `Serialize + Deserialize + Debug + Clone + PartialEq`.
+//! * They **never silently drop a line**. A line whose shape is understood but whose
+//!   meaning is not (e.g. a counter with unfamiliar wording) is kept under a key
+//!   derived from its text; a line that cannot be parsed at all is kept, trimmed,
+//!   in the result's `unknown` field. Blank lines carry no information and are
+//!   skipped.
+//! * They return [`ParseError`] only when the input is not that tool's output at
+//!   all: it is empty, or nothing in it is recognisable as the tool's report.
+//!   Partial or odd output is *not* an error; it shows up in `unknown`.
+//!
+//! Turning two observations into deltas and derived metrics is the job of
+//! [`crate::metrics`], not of this module.
+
+pub mod gnutime;
+pub mod netstat;
+pub mod nfsstat;
+
+pub use gnutime::GnuTime;
+pub use netstat::NetstatS;
+pub use nfsstat::{ClientRpc, Nfsstat};
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The tool whose output a parser expected; carried by [`ParseError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tool {
+    /// GNU `time` (`/usr/bin/time`), see [`gnutime`].
+    GnuTime,
+    /// `netstat -s` from net-tools, see [`netstat`].
+    Netstat,
+    /// `nfsstat` from nfs-utils, see [`nfsstat`].
+    Nfsstat,
+}
+
+impl fmt::Display for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Tool::GnuTime => "GNU time",
+            Tool::Netstat => "netstat -s",
+            Tool::Nfsstat => "nfsstat",
+        })
+    }
+}
+
+/// Why a text could not be parsed as the expected tool's output at all.
+///
+/// Only raised for input that is not that tool's output: anything merely
+/// unusual is reported through the result's `unknown` field instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// The input is empty or contains only whitespace.
+    #[error("{tool}: input is empty")]
+    Empty {
+        /// The tool whose output was expected.
+        tool: Tool,
+    },
+    /// The input has text, but nothing in it looks like the tool's report
+    /// (no GNU time resource line, no `netstat -s` section header, no
+    /// `nfsstat` table title).
+    #[error("{tool}: no recognised report in {lines} non-blank line(s); first line: {first_line:?}")]
+    NotRecognised {
+        /// The tool whose output was expected.
+        tool: Tool,
+        /// Number of non-blank lines in the input.
+        lines: usize,
+        /// The first non-blank line, trimmed, to help identify what was captured instead.
+        first_line: String,
+    },
+}
+
+/// Non-blank lines of `input`, with any trailing `\r` removed (the text may come
+/// from a serial console). Leading whitespace is preserved because the
+/// indentation is meaningful for `netstat -s`.
+pub(crate) fn nonblank_lines(input: &str) -> impl Iterator<Item = &str> {
+    input.lines().map(|l| l.strip_suffix('\r').unwrap_or(l)).filter(|l| !l.trim().is_empty())
+}
+
+/// Builds the error for input with no recognisable report.
+pub(crate) fn not_recognised(tool: Tool, input: &str) -> ParseError {
+    let mut lines = nonblank_lines(input);
+    match lines.next() {
+        None => ParseError::Empty { tool },
+        Some(first) => {
+            ParseError::NotRecognised { tool, lines: 1 + lines.count(), first_line: first.trim().to_string() }
+        }
+    }
+}
+
+/// Normalises free text into a key fragment: lowercase ASCII words joined by `_`,
+/// with every run of non-alphanumeric characters collapsed into one `_`.
+/// `placeholder` (e.g. `"%u"`) is replaced by an upper-case `N` so that the
+/// number's position stays visible (`"Quick ack mode was activated N times"` →
+/// `quick_ack_mode_was_activated_N_times`).
+pub(crate) fn text_key(text: &str, placeholder: &str) -> String {
+    let mut out = String::new();
+    for word in text.split_whitespace() {
+        let piece = if word == placeholder { "N".to_string() } else { word.to_ascii_lowercase() };
+        for ch in piece.chars() {
+            if ch.is_ascii_alphanumeric() {
+                out.push(ch);
+            } else if !out.ends_with('_') {
+                out.push('_');
+            }
+        }
+        if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    out.trim_matches('_').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_key_marks_number_and_collapses_punctuation() {
+        assert_eq!(text_key("Quick ack mode was activated %u times", "%u"), "quick_ack_mode_was_activated_N_times");
+        assert_eq!(text_key("%u packets to unknown port received.", "%u"), "N_packets_to_unknown_port_received");
+        assert_eq!(text_key("  out-of-window  ICMPs ", "%u"), "out_of_window_icmps");
+    }
+
+    #[test]
+    fn not_recognised_distinguishes_empty_from_foreign_text() {
+        assert_eq!(not_recognised(Tool::Netstat, " \n\r\n"), ParseError::Empty { tool: Tool::Netstat });
+        assert_eq!(
+            not_recognised(Tool::Nfsstat, "\nhello\r\nworld\n"),
+            ParseError::NotRecognised { tool: Tool::Nfsstat, lines: 2, first_line: "hello".into() }
+        );
+    }
+}

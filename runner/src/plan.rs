@@ -1,0 +1,382 @@
+//! Compiling a validated suite into a typed [`Plan`] (spec → validate → **plan**).
+//!
+//! Defaults are applied here (one source of truth: the `DEFAULT_*` constants), paths
+//! are resolved against the suite's folder, and the `nfs_read` scenario is expanded
+//! into ordinary steps on the server and client VMs.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::Ipv4Net;
+
+use crate::images::kernel::KernelSource;
+use crate::images::{Catalog, DEFAULT_FLAVOUR, DEFAULT_ROOTFS};
+use crate::spec::{Accel, SpecError, SuiteFile};
+
+/// Default guest memory, MiB.
+pub const DEFAULT_MEMORY_MIB: u64 = 512;
+/// Default vCPUs.
+pub const DEFAULT_CPUS: u32 = 1;
+/// Default boot timeout (QEMU start → guest agent answers). Generous: under TCG with
+/// several VMs booting on two cores a guest takes 10–30 s.
+pub const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(180);
+/// Default step timeout.
+pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default MTU, bytes.
+pub const DEFAULT_MTU: u32 = 1500;
+/// Default NFS mount point on clients.
+pub const DEFAULT_MOUNT_POINT: &str = "/mnt/home";
+/// The server step that clients of `nfs_read` wait for.
+pub const NFS_SERVER_READY_STEP: &str = "nfs-server-ready";
+/// Marker line the measurement script prints before each section of its output.
+pub const SECTION_MARKER: &str = "### vmrepro section: ";
+
+/// A whole run, ready to execute.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Plan {
+    /// Suite name.
+    pub suite: String,
+    /// Suite file.
+    pub suite_file: PathBuf,
+    /// Description.
+    pub description: Option<String>,
+    /// Bridge subnet.
+    pub subnet: Ipv4Net,
+    /// MTU of bridge, taps and NICs.
+    pub mtu: u32,
+    /// VMs in suite order.
+    pub vms: Vec<VmPlan>,
+    /// The NFS scenario, if any.
+    pub nfs_read: Option<NfsPlan>,
+}
+
+/// One VM of the plan.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct VmPlan {
+    /// Name.
+    pub name: String,
+    /// Kernel source.
+    #[serde(serialize_with = "ser_kernel")]
+    pub kernel: KernelSource,
+    /// Rootfs recipe name.
+    pub rootfs: String,
+    /// Address on the bridge.
+    pub address: Ipv4Addr,
+    /// Memory, MiB.
+    pub memory_mib: u64,
+    /// vCPUs.
+    pub cpus: u32,
+    /// Requested acceleration.
+    pub accel: Accel,
+    /// Boot timeout.
+    #[serde(with = "humantime_serde")]
+    pub boot_timeout: Duration,
+    /// Extra kernel command line.
+    pub cmdline: Option<String>,
+    /// Steps, in order.
+    pub steps: Vec<StepPlan>,
+}
+
+fn ser_kernel<S: serde::Serializer>(k: &KernelSource, s: S) -> Result<S::Ok, S::Error> {
+    match k {
+        KernelSource::Debian(p) => s.serialize_str(&format!("debian:{} ({} {})", p.series, p.package, p.version)),
+        KernelSource::Local { image, .. } => s.serialize_str(&format!("local:{}", image.display())),
+    }
+}
+
+/// What a step is for.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum StepKind {
+    /// Written by the user.
+    User,
+    /// The VM's profile script.
+    Profile {
+        /// Profile name.
+        name: String,
+    },
+    /// `nfs_read`: create the file with dd.
+    NfsFile,
+    /// `nfs_read`: record the server's state; clients wait for this.
+    NfsReady,
+    /// `nfs_read`: per-client setup (e.g. tc).
+    NfsClientSetup,
+    /// `nfs_read`: one measured read.
+    NfsMeasure {
+        /// 1-based repeat number.
+        repeat: u32,
+    },
+}
+
+/// One command in one VM.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StepPlan {
+    /// Step name (unique in its VM).
+    pub name: String,
+    /// Shell script run with `/bin/sh -c`.
+    pub script: String,
+    /// Bytes fed to its stdin.
+    pub stdin: Option<String>,
+    /// What it waits for.
+    pub after: Vec<Dependency>,
+    /// Limit.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Expected exit status.
+    pub expect_exit: i32,
+    /// Purpose.
+    #[serde(flatten)]
+    pub kind: StepKind,
+}
+
+/// Something a step waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Dependency {
+    /// VM name.
+    pub vm: String,
+    /// Step name; `None` = the VM's guest agent answers.
+    pub step: Option<String>,
+}
+
+impl std::fmt::Display for Dependency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.step {
+            Some(s) => write!(f, "{}/{s}", self.vm),
+            None => write!(f, "{}", self.vm),
+        }
+    }
+}
+
+/// The NFS scenario after expansion.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NfsPlan {
+    /// Server VM.
+    pub server: String,
+    /// Export path.
+    pub export: String,
+    /// Full path of the file on the server and (under the mount point) on clients.
+    pub file_name: String,
+    /// Expected size, bytes.
+    pub file_bytes: u64,
+    /// Clients in order.
+    pub clients: Vec<String>,
+    /// Baseline client.
+    pub baseline: String,
+    /// Mount point.
+    pub mount_point: String,
+    /// Mount options.
+    pub mount_options: String,
+    /// Repeats per client.
+    pub repeat: u32,
+    /// All clients at once.
+    pub concurrent: bool,
+}
+
+/// Validates `file` and compiles it.
+pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
+    crate::validate::validate(file, catalog)?;
+    let s = &file.spec;
+    let d = &s.defaults;
+    let step_timeout = d.step_timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);
+    let mut vms: Vec<VmPlan> = Vec::new();
+    for vm in &s.vms {
+        let kernel = match (&vm.kernel.debian, &vm.kernel.path) {
+            (Some(series), _) => {
+                let flavour = vm.kernel.flavour.as_deref().unwrap_or(DEFAULT_FLAVOUR);
+                KernelSource::Debian(catalog.debian_kernel(series, flavour).expect("validated").clone())
+            }
+            (None, Some(p)) => KernelSource::Local {
+                image: file.resolve(p),
+                modules: vm.kernel.modules.as_ref().map(|m| file.resolve(m)),
+            },
+            (None, None) => unreachable!("validated"),
+        };
+        let mut steps = Vec::new();
+        if let Some(p) = &vm.profile {
+            let script_path = &catalog.profiles[p];
+            let text = std::fs::read_to_string(script_path)
+                .map_err(|e| SpecError::Read { path: script_path.clone(), source: e })?;
+            let export = s
+                .nfs_read
+                .as_ref()
+                .filter(|n| n.server == vm.name)
+                .map(|n| n.export.clone())
+                .unwrap_or_else(|| "/srv/export".into());
+            steps.push(StepPlan {
+                name: format!("profile-{p}"),
+                script: format!("exec /bin/sh -s -- {}", shell_quote(&export)),
+                stdin: Some(text),
+                after: vec![],
+                timeout: step_timeout,
+                expect_exit: 0,
+                kind: StepKind::Profile { name: p.clone() },
+            });
+        }
+        for st in &vm.steps {
+            steps.push(StepPlan {
+                name: st.name.clone(),
+                script: st.run.clone(),
+                stdin: None,
+                after: st.after.iter().map(|a| parse_dep(a)).collect(),
+                timeout: st.timeout.unwrap_or(step_timeout),
+                expect_exit: st.expect_exit.unwrap_or(0),
+                kind: StepKind::User,
+            });
+        }
+        vms.push(VmPlan {
+            name: vm.name.clone(),
+            kernel,
+            rootfs: vm.rootfs.clone().or_else(|| d.rootfs.clone()).unwrap_or_else(|| DEFAULT_ROOTFS.into()),
+            address: vm.address,
+            memory_mib: vm.memory.or(d.memory).unwrap_or(DEFAULT_MEMORY_MIB),
+            cpus: vm.cpus.or(d.cpus).unwrap_or(DEFAULT_CPUS),
+            accel: vm.accel.or(d.accel).unwrap_or(Accel::Auto),
+            boot_timeout: vm.boot_timeout.or(d.boot_timeout).unwrap_or(DEFAULT_BOOT_TIMEOUT),
+            cmdline: vm.cmdline.clone(),
+            steps,
+        });
+    }
+    let nfs_read = match &s.nfs_read {
+        Some(n) => Some(expand_nfs(n, &mut vms, step_timeout)),
+        None => None,
+    };
+    Ok(Plan {
+        suite: s.name.clone(),
+        suite_file: file.path.clone(),
+        description: s.description.clone(),
+        subnet: s.network.subnet,
+        mtu: s.network.mtu.unwrap_or(DEFAULT_MTU),
+        vms,
+        nfs_read,
+    })
+}
+
+fn parse_dep(s: &str) -> Dependency {
+    match s.split_once('/') {
+        Some((v, st)) => Dependency { vm: v.into(), step: Some(st.into()) },
+        None => Dependency { vm: s.into(), step: None },
+    }
+}
+
+/// Quotes `s` for a POSIX shell in the guest.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Duration) -> NfsPlan {
+    let export = n.export.trim_end_matches('/').to_string();
+    let export = if export.is_empty() { "/".to_string() } else { export };
+    let server_addr = vms.iter().find(|v| v.name == n.server).expect("validated").address;
+    let plan = NfsPlan {
+        server: n.server.clone(),
+        export: export.clone(),
+        file_name: n.file.name.clone(),
+        file_bytes: n.file.block_size * n.file.count,
+        clients: n.clients.clone(),
+        baseline: n.baseline.clone().unwrap_or_else(|| n.clients[0].clone()),
+        mount_point: n.mount_point.clone().unwrap_or_else(|| DEFAULT_MOUNT_POINT.into()),
+        mount_options: n.mount_options.clone().unwrap_or_else(|| "defaults".into()),
+        repeat: n.repeat.unwrap_or(1),
+        concurrent: n.concurrent.unwrap_or(false),
+    };
+
+    // Server: after its profile, make the file exactly as the report did, then record
+    // the export and the RPC services; clients wait for that last step.
+    let server = vms.iter_mut().find(|v| v.name == n.server).expect("validated");
+    let path = format!("{export}/{}", n.file.name);
+    let dir = path.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_else(|| export.clone());
+    let pos = server.steps.iter().position(|s| matches!(s.kind, StepKind::Profile { .. })).map_or(0, |p| p + 1);
+    let file_step = StepPlan {
+        name: "nfs-file".into(),
+        script: format!(
+            "mkdir -p {d} && cd {d} && dd if=/dev/zero of={f} bs={bs} count={c} && sync && ls -l {f}",
+            d = shell_quote(&dir),
+            f = shell_quote(path.rsplit('/').next().unwrap_or(&path)),
+            bs = n.file.block_size,
+            c = n.file.count
+        ),
+        stdin: None,
+        after: vec![],
+        timeout: step_timeout,
+        expect_exit: 0,
+        kind: StepKind::NfsFile,
+    };
+    let ready_step = StepPlan {
+        name: NFS_SERVER_READY_STEP.into(),
+        script: "exportfs -v && rpcinfo -p && cat /proc/fs/nfsd/versions && cat /proc/fs/nfsd/threads".into(),
+        stdin: None,
+        after: vec![],
+        timeout: step_timeout,
+        expect_exit: 0,
+        kind: StepKind::NfsReady,
+    };
+    server.steps.insert(pos, file_step);
+    server.steps.insert(pos + 1, ready_step);
+
+    let ready = Dependency { vm: n.server.clone(), step: Some(NFS_SERVER_READY_STEP.into()) };
+    let mut previous: Option<Dependency> = None;
+    for r in 1..=plan.repeat {
+        for c in &plan.clients {
+            let vm = vms.iter_mut().find(|v| &v.name == c).expect("validated");
+            if r == 1 {
+                if let Some(setup) = n.client_setup.get(c) {
+                    vm.steps.push(StepPlan {
+                        name: "nfs-client-setup".into(),
+                        script: setup.clone(),
+                        stdin: None,
+                        after: vec![],
+                        timeout: step_timeout,
+                        expect_exit: 0,
+                        kind: StepKind::NfsClientSetup,
+                    });
+                }
+            }
+            let mut after = vec![ready.clone()];
+            if !plan.concurrent {
+                after.extend(previous.clone());
+            }
+            let name = format!("nfs-read-{r}");
+            vm.steps.push(StepPlan {
+                name: name.clone(),
+                script: measure_script(&plan, server_addr),
+                stdin: None,
+                after,
+                timeout: step_timeout,
+                expect_exit: 0,
+                kind: StepKind::NfsMeasure { repeat: r },
+            });
+            previous = Some(Dependency { vm: c.clone(), step: Some(name) });
+        }
+    }
+    plan
+}
+
+/// The client-side script of one measured read. Between fresh mount and unmount it
+/// runs the report's four commands (`uname -r`, `/usr/bin/time cat FILE > /dev/null`,
+/// `netstat -s`, `nfsstat`), preceded by the counters before the read and followed by
+/// what the mount negotiated. Each output starts with a [`SECTION_MARKER`] line.
+pub fn measure_script(p: &NfsPlan, server: Ipv4Addr) -> String {
+    let mp = shell_quote(&p.mount_point);
+    let file = shell_quote(&format!("{}/{}", p.mount_point.trim_end_matches('/'), p.file_name));
+    let opts = if p.mount_options == "defaults" { String::new() } else { format!("-o {} ", p.mount_options) };
+    format!(
+        r#"sec() {{ echo "{marker}$1"; }}
+mkdir -p {mp} || exit 10
+mount -t nfs {opts}{server}:{export} {mp} || exit 11
+sync; echo 3 > /proc/sys/vm/drop_caches
+sec mount; grep " {mp_raw} " /proc/mounts
+sec before-netstat; netstat -s
+sec before-nfsstat; nfsstat
+sec uname; uname -r
+sec time; /usr/bin/time cat {file} 2>&1 > /dev/null
+sec netstat; netstat -s
+sec nfsstat; nfsstat
+sec bytes; wc -c < {file}
+umount {mp} || exit 12
+"#,
+        marker = SECTION_MARKER,
+        export = shell_quote(&p.export),
+        mp_raw = p.mount_point,
+    )
+}

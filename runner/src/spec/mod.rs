@@ -1,0 +1,213 @@
+//! Suite specification: the raw, user-facing YAML types.
+//!
+//! This module owns the first stage of the pipeline (**spec** → validate → plan → …).
+//! Every struct rejects unknown keys (`deny_unknown_fields`), so a misspelt key is an
+//! error with its line and column, never silently ignored. Cross-field rules (unique
+//! names, addresses inside the subnet, references between VMs) live in
+//! [`crate::validate`]; loading, size/encoding checks and error rendering live in
+//! [`load`].
+
+pub mod load;
+pub mod locate;
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+pub use load::{load_suite, SpecError, SuiteFile};
+
+/// A whole suite file (`suites/*.yaml`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteSpec {
+    /// Suite name; used in result paths and snapshot names. `[a-z0-9-]+`.
+    pub name: String,
+    /// Free text shown in reports.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The one virtual bridge all VMs of this suite share.
+    pub network: NetworkSpec,
+    /// Defaults applied to every VM unless the VM overrides them.
+    #[serde(default)]
+    pub defaults: VmDefaults,
+    /// The guests. At least one.
+    pub vms: Vec<VmSpec>,
+    /// Optional built-in scenario: the NFS file-read measurement of the report.
+    #[serde(default)]
+    pub nfs_read: Option<NfsReadSpec>,
+}
+
+/// The suite's private bridge.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// IPv4 subnet of the bridge, e.g. `10.77.0.0/24`. It only exists inside the run's
+    /// private network namespace.
+    pub subnet: Ipv4Net,
+    /// MTU of the bridge, taps and guest NICs, in bytes (default 1500).
+    #[serde(default)]
+    pub mtu: Option<u32>,
+}
+
+/// Per-VM settings that may be given once for the whole suite.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VmDefaults {
+    /// Guest memory in MiB (default 512).
+    #[serde(default)]
+    pub memory: Option<u64>,
+    /// Virtual CPUs (default 1).
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// `auto` (default), `kvm` or `tcg`.
+    #[serde(default)]
+    pub accel: Option<Accel>,
+    /// How long the guest may take from QEMU start until its guest agent answers
+    /// (default 180s). Humantime syntax: `90s`, `3m`.
+    #[serde(default, with = "humantime_serde")]
+    pub boot_timeout: Option<Duration>,
+    /// Default limit for each step (default 300s).
+    #[serde(default, with = "humantime_serde")]
+    pub step_timeout: Option<Duration>,
+    /// Root filesystem recipe name under `images/rootfs/` (default `bookworm-nfs`).
+    #[serde(default)]
+    pub rootfs: Option<String>,
+}
+
+/// Hardware acceleration for QEMU.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Accel {
+    /// KVM where it really runs a guest (probed), TCG otherwise.
+    Auto,
+    /// KVM or fail.
+    Kvm,
+    /// Software emulation.
+    Tcg,
+}
+
+/// One guest.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VmSpec {
+    /// VM name: `[a-z][a-z0-9-]*`, unique in the suite; also the guest's host name.
+    pub name: String,
+    /// The kernel to boot.
+    pub kernel: KernelSpec,
+    /// Static IPv4 address on the suite's bridge; must be inside `network.subnet`.
+    pub address: Ipv4Addr,
+    /// Guest memory in MiB.
+    #[serde(default)]
+    pub memory: Option<u64>,
+    /// Virtual CPUs.
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// Acceleration override.
+    #[serde(default)]
+    pub accel: Option<Accel>,
+    /// Boot timeout override.
+    #[serde(default, with = "humantime_serde")]
+    pub boot_timeout: Option<Duration>,
+    /// Rootfs recipe override.
+    #[serde(default)]
+    pub rootfs: Option<String>,
+    /// Extra kernel command line arguments.
+    #[serde(default)]
+    pub cmdline: Option<String>,
+    /// A named guest profile under `images/profiles/<name>.sh`, run first once the
+    /// guest agent answers (e.g. `nfs-server-2.4.19`).
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// Commands to run in this guest, in order.
+    #[serde(default)]
+    pub steps: Vec<StepSpec>,
+}
+
+/// Which kernel a VM boots. Exactly one of `debian` or `path` must be given.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KernelSpec {
+    /// A Debian kernel series pinned in `images/kernels.yaml`, e.g. `"5.10"`, `"6.1"`,
+    /// `"6.12"`.
+    #[serde(default)]
+    pub debian: Option<String>,
+    /// Debian kernel flavour (default `cloud-amd64`).
+    #[serde(default)]
+    pub flavour: Option<String>,
+    /// A local `bzImage`/`vmlinuz`, relative to the suite file's folder.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// With `path`: the kernel's modules directory (`…/lib/modules/<release>`).
+    #[serde(default)]
+    pub modules: Option<PathBuf>,
+}
+
+/// One command run in a guest through the guest agent.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StepSpec {
+    /// Step name, unique within its VM: `[a-z0-9][a-z0-9_-]*`.
+    pub name: String,
+    /// A shell command run in the guest with `/bin/sh -c` (never on the host).
+    pub run: String,
+    /// Steps or VMs this step waits for: `vm` (that VM's guest agent answers) or
+    /// `vm/step` (that step finished with its expected exit status).
+    #[serde(default)]
+    pub after: Vec<String>,
+    /// Limit for this step (default: the suite's `step_timeout`).
+    #[serde(default, with = "humantime_serde")]
+    pub timeout: Option<Duration>,
+    /// Expected exit status (default 0). A different status fails the suite.
+    #[serde(default)]
+    pub expect_exit: Option<i32>,
+}
+
+/// The report's scenario: one NFS server VM exports a directory holding a file made
+/// with `dd`; each client VM mounts it and times `cat FILE > /dev/null`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NfsReadSpec {
+    /// Name of the server VM (must have an NFS server profile).
+    pub server: String,
+    /// Exported directory on the server, e.g. `/home`.
+    pub export: String,
+    /// The file the setup step creates inside the export, with `dd if=/dev/zero`.
+    pub file: NfsFileSpec,
+    /// Client VM names, one per kernel under test.
+    pub clients: Vec<String>,
+    /// The client every other client is compared with (default: the first).
+    #[serde(default)]
+    pub baseline: Option<String>,
+    /// Mount point on the clients (default `/mnt/home`).
+    #[serde(default)]
+    pub mount_point: Option<String>,
+    /// `mount -o` options (default `defaults`, as the report's fstab).
+    #[serde(default)]
+    pub mount_options: Option<String>,
+    /// How many times each client measures the read (default 1); every repeat is a
+    /// fresh mount with dropped caches.
+    #[serde(default)]
+    pub repeat: Option<u32>,
+    /// Measure all clients at the same time instead of one after the other.
+    #[serde(default)]
+    pub concurrent: Option<bool>,
+    /// Extra per-client settings, e.g. `tc` commands run before measuring.
+    #[serde(default)]
+    pub client_setup: BTreeMap<String, String>,
+}
+
+/// The measured file: `dd if=/dev/zero of=<export>/<name> bs=<block_size> count=<count>`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NfsFileSpec {
+    /// Path relative to the export, e.g. `user/100000000.bytes`.
+    pub name: String,
+    /// `dd bs=` in bytes.
+    pub block_size: u64,
+    /// `dd count=`.
+    pub count: u64,
+}
