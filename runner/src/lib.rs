@@ -5,6 +5,7 @@
 //! [`run`] (steps, results) → [`report`] (NFS analysis, comparison).
 //! The `vmrepro` binary is a thin shell around [`cli`].
 
+pub mod analysis;
 pub mod cli;
 pub mod events;
 pub mod images;
@@ -14,5 +15,7 @@ pub mod plan;
 pub mod qemu;
 pub mod report;
 pub mod run;
+pub mod snapshot;
 pub mod spec;
 pub mod validate;
+pub mod metrics;

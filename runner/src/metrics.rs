@@ -38,11 +38,7 @@ pub type Counters = BTreeMap<String, u64>;
 
 /// `netstat -s` counters named `netstat.<Section>.<Field>`.
 pub fn netstat_counters(netstat: &NetstatS) -> Counters {
-    netstat
-        .flat()
-        .into_iter()
-        .map(|(k, v)| (format!("netstat.{k}"), v))
-        .collect()
+    netstat.flat().into_iter().map(|(k, v)| (format!("netstat.{k}"), v)).collect()
 }
 
 /// `nfsstat` counters named as documented on [`Counters`].
@@ -122,11 +118,7 @@ impl Deltas {
 
     /// Changes of counters that moved (non-zero delta), for compact reports.
     pub fn changed(&self) -> BTreeMap<String, i64> {
-        self.deltas
-            .iter()
-            .filter(|(_, d)| **d != 0)
-            .map(|(k, d)| (k.clone(), *d))
-            .collect()
+        self.deltas.iter().filter(|(_, d)| **d != 0).map(|(k, d)| (k.clone(), *d)).collect()
     }
 }
 
@@ -216,10 +208,7 @@ impl Measurement {
             before.nfsstat.as_ref().and_then(|n| n.client_rpc),
             after.nfsstat.as_ref().and_then(|n| n.client_rpc),
         ) {
-            (Some(b), Some(a)) => (
-                Some(a.calls as i64 - b.calls as i64),
-                Some(a.retrans as i64 - b.retrans as i64),
-            ),
+            (Some(b), Some(a)) => (Some(a.calls as i64 - b.calls as i64), Some(a.retrans as i64 - b.retrans as i64)),
             _ => (None, None),
         };
         let nfs_read_calls = match (&before.nfsstat, &after.nfsstat) {
@@ -232,8 +221,7 @@ impl Measurement {
             user_s: time.user_s,
             system_s: time.system_s,
             exit_status: time.exit_status,
-            throughput_mb_s: (time.elapsed_s > 0.0)
-                .then(|| bytes_read as f64 / 1e6 / time.elapsed_s),
+            throughput_mb_s: (time.elapsed_s > 0.0).then(|| bytes_read as f64 / 1e6 / time.elapsed_s),
             ip_reassemblies_required: ns("Ip.ReasmReqds", true),
             ip_reassembled_ok: ns("Ip.ReasmOKs", true),
             ip_reassembly_failures: ns("Ip.ReasmFails", true),
@@ -251,12 +239,7 @@ impl Measurement {
 
 /// `after − before` of a netstat counter `Section.Field`. When `absent_is_zero`,
 /// a missing line counts as 0 provided the section was printed on that side.
-fn netstat_delta(
-    before: Option<&NetstatS>,
-    after: Option<&NetstatS>,
-    key: &str,
-    absent_is_zero: bool,
-) -> Option<i64> {
+fn netstat_delta(before: Option<&NetstatS>, after: Option<&NetstatS>, key: &str, absent_is_zero: bool) -> Option<i64> {
     let section = key.split_once('.')?.0;
     let value = |n: &NetstatS| match n.get(key) {
         Some(v) => Some(v as i64),
@@ -267,11 +250,7 @@ fn netstat_delta(
 }
 
 fn client_reads(n: &Nfsstat) -> i64 {
-    n.client
-        .values()
-        .filter_map(|ops| ops.get("read"))
-        .map(|&v| v as i64)
-        .sum()
+    n.client.values().filter_map(|ops| ops.get("read")).map(|&v| v as i64).sum()
 }
 
 /// Statistics of one client's repeated measurements (e.g. elapsed seconds).
@@ -301,24 +280,13 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    let median = if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    };
+    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
     let mean = v.iter().sum::<f64>() / n as f64;
     let cv = (n >= 2 && mean != 0.0).then(|| {
         let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
         var.sqrt() / mean.abs()
     });
-    Some(Summary {
-        n,
-        min: v[0],
-        max: v[n - 1],
-        median,
-        mean,
-        cv,
-    })
+    Some(Summary { n, min: v[0], max: v[n - 1], median, mean, cv })
 }
 
 /// Minimum relative change of the **medians** for a verdict other than
@@ -456,15 +424,9 @@ pub fn compare(candidate: &[f64], baseline: &[f64]) -> Option<Comparison> {
     let median_ratio = c.median / b.median;
     let threshold = 1.0 + MIN_MEDIAN_CHANGE;
     let verdict = if median_ratio > threshold && c.min > b.max {
-        Verdict::Slower {
-            low: floor_to_grid(c.min / b.max),
-            high: ceil_to_grid(c.max / b.min),
-        }
+        Verdict::Slower { low: floor_to_grid(c.min / b.max), high: ceil_to_grid(c.max / b.min) }
     } else if 1.0 / median_ratio > threshold && c.max < b.min {
-        Verdict::Faster {
-            low: floor_to_grid(b.min / c.max),
-            high: ceil_to_grid(b.max / c.min),
-        }
+        Verdict::Faster { low: floor_to_grid(b.min / c.max), high: ceil_to_grid(b.max / c.min) }
     } else {
         Verdict::Same
     };
@@ -668,10 +630,7 @@ mod tests {
         let c = compare(&[2.2], &[2.0]).unwrap();
         assert!(c.median_ratio <= 1.0 + MIN_MEDIAN_CHANGE + 1e-12);
         assert_eq!(c.verdict, Verdict::Same);
-        assert_eq!(
-            compare(&[2.25], &[2.0]).unwrap().verdict,
-            Verdict::Slower { low: 1.1, high: 1.2 }
-        );
+        assert_eq!(compare(&[2.25], &[2.0]).unwrap().verdict, Verdict::Slower { low: 1.1, high: 1.2 });
     }
 
     #[test]

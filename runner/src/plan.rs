@@ -128,6 +128,8 @@ pub struct StepPlan {
     /// Purpose.
     #[serde(flatten)]
     pub kind: StepKind,
+    /// Whether its stdout goes into the suite's snapshot.
+    pub snapshot: bool,
 }
 
 /// Something a step waits for.
@@ -211,6 +213,7 @@ pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
                 timeout: step_timeout,
                 expect_exit: 0,
                 kind: StepKind::Profile { name: p.clone() },
+                snapshot: false,
             });
         }
         for st in &vm.steps {
@@ -222,6 +225,7 @@ pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
                 timeout: st.timeout.unwrap_or(step_timeout),
                 expect_exit: st.expect_exit.unwrap_or(0),
                 kind: StepKind::User,
+                snapshot: st.snapshot,
             });
         }
         vms.push(VmPlan {
@@ -237,10 +241,7 @@ pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
             steps,
         });
     }
-    let nfs_read = match &s.nfs_read {
-        Some(n) => Some(expand_nfs(n, &mut vms, step_timeout)),
-        None => None,
-    };
+    let nfs_read = s.nfs_read.as_ref().map(|n| expand_nfs(n, &mut vms, step_timeout));
     Ok(Plan {
         suite: s.name.clone(),
         suite_file: file.path.clone(),
@@ -301,6 +302,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
         timeout: step_timeout,
         expect_exit: 0,
         kind: StepKind::NfsFile,
+                snapshot: false,
     };
     let ready_step = StepPlan {
         name: NFS_SERVER_READY_STEP.into(),
@@ -310,6 +312,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
         timeout: step_timeout,
         expect_exit: 0,
         kind: StepKind::NfsReady,
+                snapshot: false,
     };
     server.steps.insert(pos, file_step);
     server.steps.insert(pos + 1, ready_step);
@@ -329,6 +332,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
                         timeout: step_timeout,
                         expect_exit: 0,
                         kind: StepKind::NfsClientSetup,
+                snapshot: false,
                     });
                 }
             }
@@ -345,6 +349,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
                 timeout: step_timeout,
                 expect_exit: 0,
                 kind: StepKind::NfsMeasure { repeat: r },
+                snapshot: false,
             });
             previous = Some(Dependency { vm: c.clone(), step: Some(name) });
         }

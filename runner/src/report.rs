@@ -22,6 +22,8 @@ pub struct Report {
     pub checks_failed: usize,
     /// The text to print.
     pub text: String,
+    /// NFS results, for suites with `nfs_read`.
+    pub nfs: Option<crate::analysis::NfsResults>,
 }
 
 /// Runs `plan` and renders its summary.
@@ -64,11 +66,28 @@ pub async fn run_and_report(
             }
         }
     }
+    let mut checks_failed = 0;
+    let mut nfs = None;
+    if let Some(p) = &plan.nfs_read {
+        if rec.status != RunStatus::InfrastructureError {
+            match crate::analysis::analyse(p, rec, &outcome.dir) {
+                Ok(r) => {
+                    let _ = writeln!(text, "\n{}", crate::analysis::table(&r));
+                    checks_failed += r.problems.len();
+                    nfs = Some(r);
+                }
+                Err(e) => {
+                    let _ = writeln!(text, "error: writing NFS results: {e}");
+                    checks_failed += 1;
+                }
+            }
+        }
+    }
     if let Some(e) = &rec.error {
         let _ = writeln!(text, "error: {e}");
     }
     let _ = writeln!(text, "results: {}", outcome.dir.display());
-    Ok(Report { status: rec.status, checks_failed: 0, text, outcome })
+    Ok(Report { status: rec.status, checks_failed, text, outcome, nfs })
 }
 
 /// `vmrepro images build`: resolves every image the suites need (or every pinned

@@ -20,7 +20,7 @@ use crate::images::rootfs::{resolve_rootfs, RootfsArtifact};
 use crate::images::{Cache, CacheOutcome, Catalog, ImageError};
 use crate::net::{mac_for, Namespace, NetError};
 use crate::plan::{Plan, StepKind, StepPlan};
-use crate::qemu::accel::{probe, AccelChoice};
+use crate::qemu::accel::{probe_cached, AccelChoice};
 use crate::qemu::args::{kernel_cmdline, qemu_args, shell_line, Accelerator, QemuConfig};
 use crate::qemu::vm::{Ending, Vm, VmError};
 use crate::spec::Accel;
@@ -113,6 +113,9 @@ pub struct StepRecord {
     /// Captured stdout (not serialized; for in-process analysis).
     #[serde(skip)]
     pub stdout_text: String,
+    /// Whether the suite asked for this step's stdout in its snapshot.
+    #[serde(skip)]
+    pub snapshot: bool,
 }
 
 /// One VM as recorded in `run.json`.
@@ -441,7 +444,7 @@ async fn execute(
     let mut choice: Option<AccelChoice> = None;
     if plan.vms.iter().any(|v| v.accel != Accel::Tcg) {
         let k = &kernels[&kernel_label(&plan.vms[0].kernel)];
-        let c = probe(&k.image).await;
+        let c = probe_cached(&k.image, &opts.cache.root().join("accel-probe.json")).await;
         if let Some(why) = &c.fallback_reason {
             if plan.vms.iter().any(|v| v.accel == Accel::Kvm) {
                 return Err(RunError::Kvm(why.clone()));
@@ -536,6 +539,7 @@ async fn execute(
                     stderr: None,
                     error: None,
                     stdout_text: String::new(),
+                    snapshot: s.snapshot,
                 })
                 .collect(),
         });

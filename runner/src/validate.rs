@@ -263,7 +263,7 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
                     }
                     Some(steps) => {
                         if let Some(ds) = dstep {
-                            if !steps.contains(ds) && !(nfs_step(ds) && s.nfs_read.is_some()) {
+                            if !(steps.contains(ds) || (nfs_step(ds) && s.nfs_read.is_some())) {
                                 errs.push(ValidationError::Unknown {
                                     key,
                                     what: "step",

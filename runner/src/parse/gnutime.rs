@@ -128,8 +128,8 @@ pub fn parse(input: &str) -> Result<GnuTime, ParseError> {
     })
 }
 
-/// Rebuilds `unknown` in text order: lines before the status/report (with a glued
-/// prefix of the first report line in its place), then lines after it.
+/// Collects `unknown` in text order: every line except the status line and the
+/// two report lines, plus any foreign text glued in front of those (trimmed).
 fn collect_unknown(lines: &[&str], at: usize, status_line: Option<usize>, first_prefix: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {

@@ -50,6 +50,7 @@
 
 use super::{nonblank_lines, not_recognised, text_key, ParseError, Tool};
 use serde::{Deserialize, Serialize};
+use std::collections::btree_map::Entry as Slot;
 use std::collections::BTreeMap;
 
 /// Parsed `netstat -s` output.
@@ -317,14 +318,12 @@ pub fn parse(input: &str) -> Result<NetstatS, ParseError> {
             hist = Hist::None;
         }
         match classify(sec, hist, line) {
-            Some((key, value)) => {
-                let fields = out.sections.entry(sec.to_string()).or_default();
-                if fields.contains_key(&key) {
-                    out.unknown.push(line.to_string());
-                } else {
-                    fields.insert(key, value);
+            Some((key, value)) => match out.sections.entry(sec.to_string()).or_default().entry(key) {
+                Slot::Occupied(_) => out.unknown.push(line.to_string()),
+                Slot::Vacant(slot) => {
+                    slot.insert(value);
                 }
-            }
+            },
             None => out.unknown.push(line.to_string()),
         }
     }

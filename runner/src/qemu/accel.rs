@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::args::Accelerator;
 
 /// How long the KVM probe may take.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Outcome of the probe: the accelerator and, for a fallback, why.
 #[derive(Debug, Clone)]
@@ -22,6 +22,50 @@ pub struct AccelChoice {
     pub accel: Accelerator,
     /// Why KVM was not used (for the one-line notice), `None` if KVM is used.
     pub fallback_reason: Option<String>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Remembered {
+    host: String,
+    kvm: bool,
+    reason: Option<String>,
+}
+
+/// Like [`probe`], but remembers the answer in `state_file` for as long as the host
+/// stays up with the same QEMU (keyed by `/proc/sys/kernel/random/boot_id` and the
+/// QEMU binary's size and mtime), so only the first run after a boot pays for it.
+pub async fn probe_cached(kernel: &Path, state_file: &Path) -> AccelChoice {
+    let host = host_identity();
+    if let Some(r) = std::fs::read(state_file).ok().and_then(|b| serde_json::from_slice::<Remembered>(&b).ok()) {
+        if r.host == host {
+            return if r.kvm {
+                AccelChoice { accel: Accelerator::Kvm, fallback_reason: None }
+            } else {
+                AccelChoice { accel: Accelerator::Tcg, fallback_reason: r.reason.map(|w| format!("{w}; remembered since this boot")) }
+            };
+        }
+    }
+    let c = probe(kernel).await;
+    let r = Remembered { host, kvm: c.accel == Accelerator::Kvm, reason: c.fallback_reason.clone() };
+    if let Some(dir) = state_file.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let tmp = state_file.with_extension("tmp");
+    if std::fs::write(&tmp, serde_json::to_vec(&r).unwrap_or_default()).is_ok() {
+        let _ = std::fs::rename(&tmp, state_file);
+    }
+    c
+}
+
+fn host_identity() -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let qemu = super::qemu_binary();
+    let path = std::env::var_os("PATH")
+        .and_then(|p| std::env::split_paths(&p).map(|d| d.join(&qemu)).find(|c| c.is_file()))
+        .unwrap_or_else(|| qemu.clone().into());
+    let meta = std::fs::metadata(&path).ok();
+    let mtime = meta.as_ref().and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
+    format!("{} {} {} {}", boot.trim(), path.display(), meta.map_or(0, |m| m.len()), mtime)
 }
 
 /// Decides whether KVM really runs `kernel` on this host.

@@ -164,6 +164,10 @@ pub struct StepSpec {
     /// Expected exit status (default 0). A different status fails the suite.
     #[serde(default)]
     pub expect_exit: Option<i32>,
+    /// Put this step's stdout (trimmed) into the suite's snapshot; only for output
+    /// that is stable from run to run (e.g. `uname -r`).
+    #[serde(default)]
+    pub snapshot: bool,
 }
 
 /// The report's scenario: one NFS server VM exports a directory holding a file made

@@ -1,0 +1,166 @@
+//! Normalising a run for snapshot tests: keep what is stable from run to run and must
+//! not change silently; drop what is volatile.
+//!
+//! Kept exactly: suite status, every VM's kernel release, step names, statuses and
+//! exit codes, the stdout of steps marked `snapshot: true`, and for `nfs_read` suites
+//! the server profile's settings, each client's negotiated NFS version, transport and
+//! rsize/wsize, the bytes read, which metrics could be computed, and the counters that
+//! must be zero over TCP (IP reassembly failures, fragments dropped after timeout, RPC
+//! retransmissions). Dropped: timestamps, durations, PIDs, temp paths, MACs, raw
+//! counters and absolute times.
+
+use serde::Serialize;
+
+use crate::analysis::NfsResults;
+use crate::run::RunRecord;
+
+/// The normalised view of a run.
+#[derive(Debug, Serialize)]
+pub struct Normalised {
+    /// Suite name.
+    pub suite: String,
+    /// Status.
+    pub status: crate::run::RunStatus,
+    /// VMs.
+    pub vms: Vec<NormVm>,
+    /// NFS scenario.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nfs_read: Option<NormNfs>,
+}
+
+/// A VM, normalised.
+#[derive(Debug, Serialize)]
+pub struct NormVm {
+    /// Name.
+    pub name: String,
+    /// Kernel release.
+    pub kernel_release: String,
+    /// Steps.
+    pub steps: Vec<NormStep>,
+}
+
+/// A step, normalised.
+#[derive(Debug, Serialize)]
+pub struct NormStep {
+    /// Name.
+    pub name: String,
+    /// Status.
+    pub status: crate::run::StepStatus,
+    /// Exit code.
+    pub exit_code: Option<i64>,
+    /// Trimmed stdout, for steps marked `snapshot: true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<String>,
+}
+
+/// The NFS scenario, normalised.
+#[derive(Debug, Serialize)]
+pub struct NormNfs {
+    /// Server kernel release.
+    pub server_kernel: String,
+    /// Server profile settings (versions, threads, block size, reassembly limits).
+    pub server_profile: std::collections::BTreeMap<String, String>,
+    /// File size, bytes.
+    pub file_bytes: u64,
+    /// Baseline client.
+    pub baseline: String,
+    /// Clients.
+    pub clients: Vec<NormClient>,
+    /// Notes.
+    pub notes: Vec<String>,
+    /// Problems.
+    pub problems: Vec<String>,
+}
+
+/// A client, normalised.
+#[derive(Debug, Serialize)]
+pub struct NormClient {
+    /// VM name.
+    pub vm: String,
+    /// Kernel release printed by the guest.
+    pub kernel_release: String,
+    /// `vers=`.
+    pub nfs_version: Option<String>,
+    /// `proto=`.
+    pub transport: Option<String>,
+    /// `rsize=`.
+    pub rsize: Option<u64>,
+    /// `wsize=`.
+    pub wsize: Option<u64>,
+    /// Number of reads.
+    pub reads: usize,
+    /// Bytes read by every read (one value when all agree).
+    pub bytes_read: Vec<u64>,
+    /// Metrics that could be computed from the outputs.
+    pub metrics_present: Vec<String>,
+    /// Counters that must be zero over TCP, summed over reads (only for TCP mounts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_over_tcp: Option<std::collections::BTreeMap<String, Option<i64>>>,
+}
+
+/// Normalises a run (and its NFS results).
+pub fn normalise(rec: &RunRecord, nfs: Option<&NfsResults>) -> Normalised {
+    let vms = rec
+        .vms
+        .iter()
+        .map(|v| NormVm {
+            name: v.name.clone(),
+            kernel_release: v.kernel_release.clone(),
+            steps: v
+                .steps
+                .iter()
+                .map(|s| NormStep {
+                    name: s.name.clone(),
+                    status: s.status,
+                    exit_code: s.exit_code,
+                    stdout: s.snapshot.then(|| s.stdout_text.trim().to_string()),
+                })
+                .collect(),
+        })
+        .collect();
+    let nfs_read = nfs.map(|r| NormNfs {
+        server_kernel: r.server.kernel_release.clone(),
+        server_profile: r.server.profile.iter().filter(|(k, _)| !k.contains("ports")).map(|(k, v)| (k.clone(), v.clone())).collect(),
+        file_bytes: r.file_bytes,
+        baseline: r.baseline.clone(),
+        clients: r
+            .clients
+            .iter()
+            .map(|c| {
+                let mut bytes: Vec<u64> = c.reads.iter().map(|x| x.metrics.bytes_read).collect();
+                bytes.dedup();
+                let mut present = Vec::new();
+                if let Some(first) = c.reads.first() {
+                    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&first.metrics) {
+                        present = m.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, _)| k).collect();
+                    }
+                }
+                let tcp = c.mount.transport.as_deref() == Some("tcp");
+                NormClient {
+                    vm: c.vm.clone(),
+                    kernel_release: c.kernel_release.clone(),
+                    nfs_version: c.mount.nfs_version.clone(),
+                    transport: c.mount.transport.clone(),
+                    rsize: c.mount.rsize,
+                    wsize: c.mount.wsize,
+                    reads: c.reads.len(),
+                    bytes_read: bytes,
+                    metrics_present: present,
+                    zero_over_tcp: tcp.then(|| {
+                        [
+                            ("ip_reassembly_failures", c.ip_reassembly_failures),
+                            ("ip_fragments_dropped_after_timeout", c.ip_fragments_dropped_after_timeout),
+                            ("rpc_retransmissions", c.rpc_retransmissions),
+                        ]
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v))
+                        .collect()
+                    }),
+                }
+            })
+            .collect(),
+        notes: r.notes.clone(),
+        problems: r.problems.clone(),
+    });
+    Normalised { suite: rec.suite.clone(), status: rec.status, vms, nfs_read }
+}

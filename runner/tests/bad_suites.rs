@@ -1,0 +1,232 @@
+//! A corpus of malformed suites and the errors `vmrepro check` prints for them.
+//!
+//! Every file in `tests/fixtures/bad-suites/` is loaded, validated and compiled exactly
+//! as `vmrepro check` does it, and the rendered error is snapshotted to
+//! `snapshots/bad_suite__<file stem>.snap` (repository root). The snapshots are the
+//! specification of our error messages: review them as a user would read them.
+//!
+//! To add a case, drop a file into the folder (first line: `# Mistake: …`), run
+//! `INSTA_UPDATE=always cargo test --test bad_suites` (or `cargo insta review`) and
+//! read the new snapshot.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use vmrepro::images::Catalog;
+use vmrepro::plan::Plan;
+use vmrepro::spec::load::MAX_SUITE_BYTES;
+use vmrepro::spec::{load_suite, SpecError};
+
+const FIXTURES: &str = "runner/tests/fixtures/bad-suites";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+/// What `vmrepro check FILE` does (without the CLI): load, read the catalog, compile.
+fn check(path: &Path) -> Result<Plan, SpecError> {
+    let file = load_suite(path)?;
+    let catalog = Catalog::load(&repo_root().join("images")).expect("the repository's images/ catalog loads");
+    vmrepro::plan::compile(&file, &catalog)
+}
+
+/// Escapes `s` for use as a literal in an insta filter (a regex).
+fn regex_literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Snapshot settings shared by all cases: snapshots in `<repo>/snapshots`, plain names,
+/// and the absolute repository path replaced by nothing so paths read as
+/// `runner/tests/fixtures/bad-suites/…`, as when `vmrepro check` runs at the root.
+fn settings() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path("../../snapshots");
+    s.set_prepend_module_to_snapshot(false);
+    s.set_omit_expression(true);
+    s.add_filter(&regex_literal(&format!("{}/", repo_root().display())), "");
+    s
+}
+
+/// The first line of a fixture, `# Mistake: …`, used as the snapshot's description.
+fn mistake(path: &Path) -> String {
+    let bytes = std::fs::read(path).expect("fixture is readable");
+    let text = String::from_utf8_lossy(&bytes);
+    let first = text.lines().next().unwrap_or_default();
+    first.strip_prefix("# ").unwrap_or(first).to_string()
+}
+
+/// The properties every error must have, besides its snapshot. Returns what is
+/// missing, in words (empty = fine).
+fn defects(path: &Path, result: Result<Plan, SpecError>, needs_position: bool) -> (Vec<String>, Option<String>) {
+    let err = match result {
+        Ok(plan) => return (vec![format!("it was accepted (suite {:?}, {} VMs)", plan.suite, plan.vms.len())], None),
+        Err(e) => e,
+    };
+    let text = err.to_string();
+    let mut out = Vec::new();
+    let name = path.file_name().expect("file name").to_string_lossy();
+    if !text.contains(&*name) {
+        out.push(format!("the message doesn't name the file {name}"));
+    }
+    if err.problems().is_empty() {
+        out.push("the error has no located problem".to_string());
+    }
+    if needs_position {
+        for p in err.problems() {
+            if p.position.is_none() {
+                out.push(format!("problem {:?} has no line:column", p.message));
+            } else if p.line_text.is_none() {
+                out.push(format!("problem {:?} has a position but no line to show", p.message));
+            }
+        }
+    }
+    for p in err.problems() {
+        if p.file.file_name() != path.file_name() {
+            out.push(format!("problem {:?} names file {}", p.message, p.file.display()));
+        }
+    }
+    (out, Some(text))
+}
+
+/// One snapshot and one set of assertions per fixture file.
+#[test]
+fn bad_suites() {
+    let mut failures: Vec<String> = Vec::new();
+    let mut seen = 0;
+    settings().bind(|| {
+        insta::glob!("fixtures/bad-suites", "*.yaml", |path| {
+            seen += 1;
+            let stem = path.file_stem().expect("stem").to_string_lossy().into_owned();
+            let started = Instant::now();
+            let result = check(path);
+            let took = started.elapsed();
+            let (mut problems, text) = defects(path, result, true);
+            if took > Duration::from_secs(5) {
+                problems.push(format!("checking took {took:?}"));
+            }
+            for p in problems {
+                failures.push(format!("{stem}: {p}"));
+            }
+            let mut s = insta::Settings::clone_current();
+            // `glob!` appends the file name as a suffix; our names already carry it.
+            s.remove_snapshot_suffix();
+            s.set_description(mistake(path));
+            s.bind(|| insta::assert_snapshot!(format!("bad_suite__{stem}"), text.unwrap_or_default()));
+        });
+    });
+    assert!(seen >= 30, "only {seen} fixtures in {FIXTURES}");
+    assert!(failures.is_empty(), "bad-suite fixtures with defective errors:\n  {}", failures.join("\n  "));
+}
+
+/// A suite over [`MAX_SUITE_BYTES`] is refused before it is parsed. Generated, not
+/// checked in; its temporary folder is redacted from the snapshot.
+#[test]
+fn file_too_large() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("file-too-large.yaml");
+    let mut text = String::from("# Mistake: a suite larger than 1 MiB.\nname: demo\ndescription: >\n");
+    while text.len() as u64 <= MAX_SUITE_BYTES {
+        text.push_str("  All work and no play makes Jack a dull boy. All work and no play makes Jack a dull boy.\n");
+    }
+    text.push_str("network:\n  subnet: 10.80.0.0/24\nvms:\n  - name: alpha\n    kernel: { debian: \"6.1\" }\n    address: 10.80.0.10\n");
+    std::fs::write(&path, &text).expect("write");
+
+    let (missing, rendered) = defects(&path, check(&path), false);
+    assert!(missing.is_empty(), "{missing:?}");
+    let rendered = rendered.expect("an error");
+    assert!(rendered.contains(&text.len().to_string()), "names the size: {rendered}");
+
+    let mut s = settings();
+    s.add_filter(&regex_literal(&format!("{}/", dir.path().display())), "$$TMPDIR/");
+    s.set_description("Mistake: a suite larger than 1 MiB (generated in a temporary folder).");
+    s.bind(|| insta::assert_snapshot!("bad_suite__file-too-large", rendered));
+}
+
+/// Fixtures the binary is run on: one of each stage (YAML syntax, schema, encoding,
+/// cross-field rules, catalog lookups).
+const CLI_CASES: &[&str] = &[
+    "yaml-unclosed-bracket.yaml",
+    "unknown-key-misspelt-address.yaml",
+    "non-utf8.yaml",
+    "duplicate-address.yaml",
+    "unknown-debian-kernel-series.yaml",
+    "nfs-server-without-profile.yaml",
+];
+
+/// `vmrepro check FILE` on a bad suite: exit code 2, the same message on stderr as the
+/// library renders, nothing on stdout, and no QEMU started.
+#[test]
+fn cli_check_exits_2_without_booting() {
+    let root = repo_root();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // A fake QEMU that records any start; `check` must never reach it.
+    let marker = tmp.path().join("qemu-was-started");
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    for name in ["qemu-system-x86_64", "qemu-img"] {
+        let p = bin.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\necho \"$0 $*\" >> '{}'\nexit 1\n", marker.display())).expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let path_var = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+
+    for case in CLI_CASES {
+        let rel = Path::new(FIXTURES).join(case);
+        // The library's rendering with the same (relative) path, from the root.
+        let expected = check(&root.join(&rel)).expect_err("a bad suite").to_string();
+        let expected = expected.replace(&format!("{}/", root.display()), "");
+
+        for qemu in [bin.join("qemu-system-x86_64"), PathBuf::from("/bin/false")] {
+            let out = Command::new(env!("CARGO_BIN_EXE_vmrepro"))
+                .current_dir(&root)
+                .arg("check")
+                .arg(&rel)
+                .env("VMREPRO_QEMU", &qemu)
+                .env("PATH", &path_var)
+                .env("VMREPRO_CACHE_DIR", tmp.path().join("cache"))
+                .env_remove("VMREPRO_IMAGES")
+                .output()
+                .expect("run vmrepro");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{case} (VMREPRO_QEMU={}): stderr:\n{stderr}", qemu.display());
+            assert_eq!(stderr.trim_end(), expected, "{case}: stderr is the rendered error");
+            assert!(stderr.contains(case), "{case}: stderr names the file");
+            assert!(out.stdout.is_empty(), "{case}: nothing on stdout: {}", String::from_utf8_lossy(&out.stdout));
+        }
+    }
+    assert!(
+        !marker.exists(),
+        "`vmrepro check` started QEMU: {}",
+        std::fs::read_to_string(&marker).unwrap_or_default()
+    );
+    assert!(!tmp.path().join("cache").exists(), "`vmrepro check` touched the image cache");
+}
+
+/// Several files on one command line: each bad one is reported and the exit code is 2.
+#[test]
+fn cli_check_reports_every_bad_file() {
+    let root = repo_root();
+    let a = Path::new(FIXTURES).join("duplicate-vm-name.yaml");
+    let b = Path::new(FIXTURES).join("memory-negative.yaml");
+    let out = Command::new(env!("CARGO_BIN_EXE_vmrepro"))
+        .current_dir(&root)
+        .arg("check")
+        .args([&a, &b])
+        .env("VMREPRO_QEMU", "/bin/false")
+        .env_remove("VMREPRO_IMAGES")
+        .output()
+        .expect("run vmrepro");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stderr.contains("duplicate-vm-name.yaml"), "{stderr}");
+    assert!(stderr.contains("memory-negative.yaml"), "{stderr}");
+}
