@@ -185,10 +185,16 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
                     continue;
                 }
             };
-            let snap = |n: &str, s: &str| Snapshot { netstat: netstat::parse(text(n)).ok(), nfsstat: nfsstat::parse(text(s)).ok() };
+            let snap = |n: &str, s: &str| Snapshot {
+                netstat: netstat::parse(text(n)).ok(),
+                nfsstat: nfsstat::parse(text(s)).ok(),
+            };
             let before = snap("before-netstat", "before-nfsstat");
             let after = snap("netstat", "nfsstat");
-            for (what, ok) in [("netstat -s", after.netstat.is_some() && before.netstat.is_some()), ("nfsstat", after.nfsstat.is_some() && before.nfsstat.is_some())] {
+            for (what, ok) in [
+                ("netstat -s", after.netstat.is_some() && before.netstat.is_some()),
+                ("nfsstat", after.nfsstat.is_some() && before.nfsstat.is_some()),
+            ] {
                 if !ok {
                     problems.push(format!("{c}: read {repeat}: could not parse {what}"));
                 }
@@ -202,8 +208,17 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
             let raw_rel = format!("nfs/{c}/read-{repeat}.txt");
             let raw_path = dir.join(&raw_rel);
             std::fs::create_dir_all(raw_path.parent().expect("has parent"))?;
-            std::fs::write(&raw_path, format!("{}{}{}{}", text("uname"), text("time"), text("netstat"), text("nfsstat")))?;
-            reads.push(ReadResult { repeat, raw: raw_rel, mount: mount_info(text("mount").lines().next().unwrap_or("")), metrics, changed_counters: changed });
+            std::fs::write(
+                &raw_path,
+                format!("{}{}{}{}", text("uname"), text("time"), text("netstat"), text("nfsstat")),
+            )?;
+            reads.push(ReadResult {
+                repeat,
+                raw: raw_rel,
+                mount: mount_info(text("mount").lines().next().unwrap_or("")),
+                metrics,
+                changed_counters: changed,
+            });
         }
         let elapsed: Vec<f64> = reads.iter().map(|r| r.metrics.elapsed_s).collect();
         let mut mbs: Vec<f64> = reads.iter().filter_map(|r| r.metrics.throughput_mb_s).collect();
@@ -224,7 +239,11 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
             reads,
         });
     }
-    let base: Vec<f64> = clients.iter().find(|c| c.vm == plan.baseline).map(|c| c.reads.iter().map(|r| r.metrics.elapsed_s).collect()).unwrap_or_default();
+    let base: Vec<f64> = clients
+        .iter()
+        .find(|c| c.vm == plan.baseline)
+        .map(|c| c.reads.iter().map(|r| r.metrics.elapsed_s).collect())
+        .unwrap_or_default();
     for c in &mut clients {
         let mine: Vec<f64> = c.reads.iter().map(|r| r.metrics.elapsed_s).collect();
         if let Some(cmp) = compare(&mine, &base) {
@@ -235,8 +254,11 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
         }
     }
     let mut notes = Vec::new();
-    let non_udp: Vec<&str> = clients.iter().filter(|c| c.mount.transport.as_deref() != Some("udp")).map(|c| c.vm.as_str()).collect();
-    if !non_udp.is_empty() && plan.mount_options.split(',').all(|o| o != "proto=udp" && o != "udp") {
+    let non_udp: Vec<&str> =
+        clients.iter().filter(|c| c.mount.transport.as_deref() != Some("udp")).map(|c| c.vm.as_str()).collect();
+    let asked_udp = |c: &str| plan.mount_options_of(c).split(',').any(|o| o == "proto=udp" || o == "udp");
+    let non_udp: Vec<&str> = non_udp.into_iter().filter(|c| !asked_udp(c)).collect();
+    if !non_udp.is_empty() {
         notes.push(format!(
             "mount options {:?}: {} negotiated NFS over {}. Debian's kernels are built with CONFIG_NFS_DISABLE_UDP_SUPPORT=y and cannot mount NFS over UDP, the transport of the report's 2003 setup; see the source-built kernel suites for UDP.",
             plan.mount_options,
@@ -245,9 +267,21 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
         ));
     }
     if plan.repeat < 3 {
-        notes.push(format!("repeat = {}: with fewer than 3 repeats per client the verdict rests on the medians alone", plan.repeat));
+        notes.push(format!(
+            "repeat = {}: with fewer than 3 repeats per client the verdict rests on the medians alone",
+            plan.repeat
+        ));
     }
-    let results = NfsResults { schema: 1, suite: rec.suite.clone(), server, file_bytes: plan.file_bytes, baseline: plan.baseline.clone(), clients, notes, problems };
+    let results = NfsResults {
+        schema: 1,
+        suite: rec.suite.clone(),
+        server,
+        file_bytes: plan.file_bytes,
+        baseline: plan.baseline.clone(),
+        clients,
+        notes,
+        problems,
+    };
     crate::run::write_json(&dir.join("results.json"), &results).map_err(std::io::Error::other)?;
     Ok(results)
 }
@@ -256,10 +290,22 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
 pub fn table(r: &NfsResults) -> String {
     let mut t = String::new();
     let opt = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
-    let _ = writeln!(t, "{:<42} {:>9} {:>7} {:>6} {:<20} {:>11} {:>11} {:>7}", "kernel (client)", "median s", "MB/s", "ratio", "verdict", "reasm fail", "RPC retrans", "mount");
+    let _ = writeln!(
+        t,
+        "{:<42} {:>9} {:>7} {:>6} {:<20} {:>11} {:>11} {:>7}",
+        "kernel (client)", "median s", "MB/s", "ratio", "verdict", "reasm fail", "RPC retrans", "mount"
+    );
     for c in &r.clients {
-        let verdict = if c.vm == r.baseline { "baseline".to_string() } else { c.comparison.as_ref().map_or("-".into(), |x| x.verdict.to_string()) };
-        let mount = format!("v{}/{}", c.mount.nfs_version.as_deref().unwrap_or("?"), c.mount.transport.as_deref().unwrap_or("?"));
+        let verdict = if c.vm == r.baseline {
+            "baseline".to_string()
+        } else {
+            c.comparison.as_ref().map_or("-".into(), |x| x.verdict.to_string())
+        };
+        let mount = format!(
+            "v{}/{}",
+            c.mount.nfs_version.as_deref().unwrap_or("?"),
+            c.mount.transport.as_deref().unwrap_or("?")
+        );
         let _ = writeln!(
             t,
             "{:<42} {:>9} {:>7} {:>6} {:<20} {:>11} {:>11} {:>7}",
@@ -274,7 +320,11 @@ pub fn table(r: &NfsResults) -> String {
         );
     }
     let n = r.clients.first().map_or(0, |c| c.reads.len());
-    let _ = writeln!(t, "({} repeat(s) per client; counters are deltas over the reads, summed over repeats; MB = 10^6 bytes)", n);
+    let _ = writeln!(
+        t,
+        "({} repeat(s) per client; counters are deltas over the reads, summed over repeats; MB = 10^6 bytes)",
+        n
+    );
     for note in &r.notes {
         let _ = writeln!(t, "note: {note}");
     }

@@ -82,6 +82,7 @@ fn ser_kernel<S: serde::Serializer>(k: &KernelSource, s: S) -> Result<S::Ok, S::
     match k {
         KernelSource::Debian(p) => s.serialize_str(&format!("debian:{} ({} {})", p.series, p.package, p.version)),
         KernelSource::Local { image, .. } => s.serialize_str(&format!("local:{}", image.display())),
+        KernelSource::Source(k) => s.serialize_str(&k.label()),
     }
 }
 
@@ -96,6 +97,8 @@ pub enum StepKind {
         /// Profile name.
         name: String,
     },
+    /// `net:` of the VM: tc/ethtool settings, printed back for the record.
+    NetConditions,
     /// `nfs_read`: create the file with dd.
     NfsFile,
     /// `nfs_read`: record the server's state; clients wait for this.
@@ -169,10 +172,19 @@ pub struct NfsPlan {
     pub mount_point: String,
     /// Mount options.
     pub mount_options: String,
+    /// Per-client mount options (override `mount_options`).
+    pub client_mount_options: std::collections::BTreeMap<String, String>,
     /// Repeats per client.
     pub repeat: u32,
     /// All clients at once.
     pub concurrent: bool,
+}
+
+impl NfsPlan {
+    /// The `mount -o` options of `client`.
+    pub fn mount_options_of(&self, client: &str) -> &str {
+        self.client_mount_options.get(client).unwrap_or(&self.mount_options)
+    }
 }
 
 /// Validates `file` and compiles it.
@@ -181,9 +193,19 @@ pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
     let s = &file.spec;
     let d = &s.defaults;
     let step_timeout = d.step_timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);
+    let addresses: std::collections::BTreeMap<String, Ipv4Addr> =
+        s.vms.iter().map(|v| (v.name.clone(), v.address)).collect();
     let mut vms: Vec<VmPlan> = Vec::new();
     for vm in &s.vms {
         let kernel = match (&vm.kernel.debian, &vm.kernel.path) {
+            _ if vm.kernel.source.is_some() => {
+                let src = vm.kernel.source.as_ref().expect("checked");
+                KernelSource::Source(crate::images::source::SourceKernel {
+                    source: catalog.debian_source(&src.debian).expect("validated").clone(),
+                    fragments: src.fragments.iter().map(|f| file.resolve(f)).collect(),
+                    patches: src.patches.iter().map(|f| file.resolve(f)).collect(),
+                })
+            }
             (Some(series), _) => {
                 let flavour = vm.kernel.flavour.as_deref().unwrap_or(DEFAULT_FLAVOUR);
                 KernelSource::Debian(catalog.debian_kernel(series, flavour).expect("validated").clone())
@@ -195,6 +217,18 @@ pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
             (None, None) => unreachable!("validated"),
         };
         let mut steps = Vec::new();
+        if let Some(net) = &vm.net {
+            steps.push(StepPlan {
+                name: "net-conditions".into(),
+                script: net_script(net, &addresses),
+                stdin: None,
+                after: vec![],
+                timeout: step_timeout,
+                expect_exit: 0,
+                kind: StepKind::NetConditions,
+                snapshot: false,
+            });
+        }
         if let Some(p) = &vm.profile {
             let script_path = &catalog.profiles[p];
             let text = std::fs::read_to_string(script_path)
@@ -278,6 +312,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
         baseline: n.baseline.clone().unwrap_or_else(|| n.clients[0].clone()),
         mount_point: n.mount_point.clone().unwrap_or_else(|| DEFAULT_MOUNT_POINT.into()),
         mount_options: n.mount_options.clone().unwrap_or_else(|| "defaults".into()),
+        client_mount_options: n.client_mount_options.clone(),
         repeat: n.repeat.unwrap_or(1),
         concurrent: n.concurrent.unwrap_or(false),
     };
@@ -302,7 +337,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
         timeout: step_timeout,
         expect_exit: 0,
         kind: StepKind::NfsFile,
-                snapshot: false,
+        snapshot: false,
     };
     let ready_step = StepPlan {
         name: NFS_SERVER_READY_STEP.into(),
@@ -312,7 +347,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
         timeout: step_timeout,
         expect_exit: 0,
         kind: StepKind::NfsReady,
-                snapshot: false,
+        snapshot: false,
     };
     server.steps.insert(pos, file_step);
     server.steps.insert(pos + 1, ready_step);
@@ -332,7 +367,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
                         timeout: step_timeout,
                         expect_exit: 0,
                         kind: StepKind::NfsClientSetup,
-                snapshot: false,
+                        snapshot: false,
                     });
                 }
             }
@@ -343,7 +378,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
             let name = format!("nfs-read-{r}");
             vm.steps.push(StepPlan {
                 name: name.clone(),
-                script: measure_script(&plan, server_addr),
+                script: measure_script(&plan, c, server_addr),
                 stdin: None,
                 after,
                 timeout: step_timeout,
@@ -361,10 +396,11 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
 /// runs the report's four commands (`uname -r`, `/usr/bin/time cat FILE > /dev/null`,
 /// `netstat -s`, `nfsstat`), preceded by the counters before the read and followed by
 /// what the mount negotiated. Each output starts with a [`SECTION_MARKER`] line.
-pub fn measure_script(p: &NfsPlan, server: Ipv4Addr) -> String {
+pub fn measure_script(p: &NfsPlan, client: &str, server: Ipv4Addr) -> String {
     let mp = shell_quote(&p.mount_point);
     let file = shell_quote(&format!("{}/{}", p.mount_point.trim_end_matches('/'), p.file_name));
-    let opts = if p.mount_options == "defaults" { String::new() } else { format!("-o {} ", p.mount_options) };
+    let options = p.mount_options_of(client);
+    let opts = if options == "defaults" { String::new() } else { format!("-o {options} ") };
     format!(
         r#"sec() {{ echo "{marker}$1"; }}
 mkdir -p {mp} || exit 10
@@ -384,4 +420,59 @@ umount {mp} || exit 12
         export = shell_quote(&p.export),
         mp_raw = p.mount_point,
     )
+}
+
+/// The guest script applying `net:` (netem on egress, offloads) and printing the state
+/// that resulted (`tc qdisc show`, `ethtool -k`), which is kept with the results.
+///
+/// With `egress.to`, netem sits under band 3 of a `prio` qdisc (all traffic is mapped
+/// to band 2) and `u32` filters send packets for those VMs' addresses to band 3.
+pub fn net_script(n: &crate::spec::VmNetSpec, addresses: &std::collections::BTreeMap<String, Ipv4Addr>) -> String {
+    let mut s = String::from("set -e\n");
+    if n.offloads == Some(false) {
+        s.push_str("ethtool -K eth0 tso off gso off gro off\n");
+    }
+    if let Some(e) = &n.egress {
+        let mut args = Vec::new();
+        if let Some(d) = &e.delay {
+            args.push(format!("delay {d}"));
+            if let Some(j) = &e.jitter {
+                args.push(j.clone());
+            }
+        }
+        if let Some(l) = &e.loss {
+            args.push(format!("loss random {l}"));
+        }
+        if let Some(r) = &e.reorder {
+            args.push(format!("reorder {r}"));
+        }
+        if let Some(d) = &e.duplicate {
+            args.push(format!("duplicate {d}"));
+        }
+        if let Some(r) = &e.rate {
+            args.push(format!("rate {r}"));
+        }
+        if let Some(l) = e.limit {
+            args.push(format!("limit {l}"));
+        }
+        if e.to.is_empty() {
+            s.push_str(&format!("tc qdisc replace dev eth0 root netem {}\n", args.join(" ")));
+        } else {
+            s.push_str(
+                "tc qdisc replace dev eth0 root handle 1: prio bands 3 priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1\n",
+            );
+            s.push_str(&format!("tc qdisc add dev eth0 parent 1:3 handle 30: netem {}\n", args.join(" ")));
+            for vm in &e.to {
+                if let Some(a) = addresses.get(vm) {
+                    s.push_str(&format!(
+                        "tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst {a}/32 flowid 1:3\n"
+                    ));
+                }
+            }
+        }
+    }
+    s.push_str("tc qdisc show dev eth0 | sed 's/^/qdisc: /'\n");
+    s.push_str("tc filter show dev eth0 | sed 's/^/filter: /'\n");
+    s.push_str("ethtool -k eth0 | grep -E '^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload):' | sed 's/^/offload /'\n");
+    s
 }

@@ -166,10 +166,7 @@ pub async fn build_images(suites: &[PathBuf], images: Option<&Path>, cache: &Cac
     for k in &kernels {
         let t = std::time::Instant::now();
         let res = resolve_kernel(cache, k).map(|(_, o)| o);
-        let label = match k {
-            KernelSource::Debian(p) => format!("kernel {} ({})", p.series, p.package),
-            KernelSource::Local { image, .. } => format!("kernel {}", image.display()),
-        };
+        let label = k.label();
         if !say(label, res, t.elapsed()) {
             code = exit::INFRASTRUCTURE;
         }

@@ -350,10 +350,7 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), RunError> 
 }
 
 fn kernel_label(k: &KernelSource) -> String {
-    match k {
-        KernelSource::Debian(p) => format!("kernel {} ({})", p.series, p.package),
-        KernelSource::Local { image, .. } => format!("kernel {}", image.display()),
-    }
+    k.label()
 }
 
 async fn resolve_images(

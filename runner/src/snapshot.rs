@@ -120,7 +120,13 @@ pub fn normalise(rec: &RunRecord, nfs: Option<&NfsResults>) -> Normalised {
         .collect();
     let nfs_read = nfs.map(|r| NormNfs {
         server_kernel: r.server.kernel_release.clone(),
-        server_profile: r.server.profile.iter().filter(|(k, _)| !k.contains("ports")).map(|(k, v)| (k.clone(), v.clone())).collect(),
+        server_profile: r
+            .server
+            .profile
+            .iter()
+            .filter(|(k, _)| !k.contains("ports"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         file_bytes: r.file_bytes,
         baseline: r.baseline.clone(),
         clients: r

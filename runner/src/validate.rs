@@ -140,7 +140,7 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
         });
     }
     if let Some(mtu) = s.network.mtu {
-        range(&mut errs, "network.mtu", mtu, &limits::MTU);
+        range(&mut errs, "network.mtu", mtu, &limits::MTU, " bytes");
     }
     let subnet = s.network.subnet;
     if subnet.prefix_len() > 30 {
@@ -220,6 +220,24 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
             }
         }
         check_kernel(&mut errs, file, catalog, &format!("{k}.kernel"), &vm.kernel);
+        if let Some(e) = vm.net.as_ref().and_then(|n| n.egress.as_ref()) {
+            check_netem(&mut errs, &format!("{k}.net.egress"), e);
+            for (n, to) in e.to.iter().enumerate() {
+                if !s.vms.iter().any(|v| &v.name == to) {
+                    errs.push(ValidationError::Unknown {
+                        key: format!("{k}.net.egress.to[{n}]"),
+                        what: "VM",
+                        value: to.clone(),
+                        hint: String::new(),
+                    });
+                } else if to == &vm.name {
+                    errs.push(ValidationError::Rule {
+                        key: format!("{k}.net.egress.to[{n}]"),
+                        message: "a VM can't send to itself over the bridge".into(),
+                    });
+                }
+            }
+        }
         let mut step_names = BTreeSet::new();
         for (j, st) in vm.steps.iter().enumerate() {
             let sk = format!("{k}.steps[{j}]");
@@ -389,7 +407,7 @@ fn check_nfs(
         }
     }
     if let Some(r) = n.repeat {
-        range(errs, "nfs_read.repeat", r, &limits::REPEAT);
+        range(errs, "nfs_read.repeat", r, &limits::REPEAT, "");
     }
     for c in n.client_setup.keys() {
         if !n.clients.contains(c) {
@@ -406,6 +424,23 @@ fn check_nfs(
             errs.push(ValidationError::Rule {
                 key: "nfs_read.mount_point".into(),
                 message: format!("{m:?} must be an absolute path without '..' or spaces"),
+            });
+        }
+    }
+    for (c, o) in &n.client_mount_options {
+        let key = format!("nfs_read.client_mount_options.{c}");
+        if !n.clients.contains(c) {
+            errs.push(ValidationError::Unknown {
+                key: key.clone(),
+                what: "client",
+                value: c.clone(),
+                hint: String::new(),
+            });
+        }
+        if o.is_empty() || !o.chars().all(|c| c.is_ascii_alphanumeric() || ",=._-".contains(c)) {
+            errs.push(ValidationError::Rule {
+                key,
+                message: format!("{o:?} is not a mount option list (letters, digits, ',', '=', '.', '_', '-')"),
             });
         }
     }
@@ -427,27 +462,29 @@ fn check_vm_numbers(
     boot: Option<Duration>,
 ) {
     if let Some(m) = memory {
-        range(errs, &format!("{k}.memory"), m, &limits::MEMORY_MIB);
+        range(errs, &format!("{k}.memory"), m, &limits::MEMORY_MIB, " MiB");
     }
     if let Some(c) = cpus {
-        range(errs, &format!("{k}.cpus"), c, &limits::CPUS);
+        range(errs, &format!("{k}.cpus"), c, &limits::CPUS, " vCPUs");
     }
     if let Some(t) = boot {
         duration(errs, &format!("{k}.boot_timeout"), t);
     }
 }
 
+/// Checks `v` against `r`; `unit` (e.g. `" MiB"`) follows the numbers in the message.
 fn range<T: PartialOrd + std::fmt::Display>(
     errs: &mut Vec<ValidationError>,
     key: &str,
     v: T,
     r: &std::ops::RangeInclusive<T>,
+    unit: &str,
 ) {
     if !r.contains(&v) {
         errs.push(ValidationError::OutOfRange {
             key: key.into(),
-            value: v.to_string(),
-            range: format!("{}..={}", r.start(), r.end()),
+            value: format!("{v}{unit}"),
+            range: format!("{} to {}{unit}", r.start(), r.end()),
         });
     }
 }
@@ -456,10 +493,25 @@ fn duration(errs: &mut Vec<ValidationError>, key: &str, t: Duration) {
     if !limits::TIMEOUT.contains(&t) {
         errs.push(ValidationError::OutOfRange {
             key: key.into(),
-            value: humantime::format_duration(t).to_string(),
-            range: "1s..=24h".into(),
+            value: format_duration(t),
+            range: "1s to 24h".into(),
         });
     }
+}
+
+/// A duration as a user would write it: whole days, hours or minutes when exact
+/// (`1000d`, not humantime's `2years 8months 25days 23h 31m 12s`).
+fn format_duration(t: Duration) -> String {
+    let s = t.as_secs();
+    if t.subsec_nanos() != 0 || s == 0 {
+        return humantime::format_duration(t).to_string();
+    }
+    for (unit, secs) in [("d", 86400), ("h", 3600), ("m", 60)] {
+        if s % secs == 0 {
+            return format!("{}{unit}", s / secs);
+        }
+    }
+    format!("{s}s")
 }
 
 fn rootfs_exists(errs: &mut Vec<ValidationError>, catalog: &Catalog, key: &str, name: &str) {
@@ -481,6 +533,39 @@ fn check_kernel(
     k: &str,
     spec: &crate::spec::KernelSpec,
 ) {
+    if let Some(src) = &spec.source {
+        if spec.debian.is_some() || spec.path.is_some() || spec.modules.is_some() || spec.flavour.is_some() {
+            errs.push(ValidationError::Rule {
+                key: k.into(),
+                message: "give one of `debian`, `path` or `source`; `source` takes no `modules` or `flavour`".into(),
+            });
+            return;
+        }
+        if catalog.debian_source(&src.debian).is_none() {
+            let known = catalog.sources.iter().map(|s| s.series.clone()).collect::<Vec<_>>().join(", ");
+            errs.push(ValidationError::Unknown {
+                key: format!("{k}.source.debian"),
+                what: "Debian kernel source",
+                value: src.debian.clone(),
+                hint: format!(" in images/kernels.yaml (pinned sources: {known})"),
+            });
+        }
+        for (what, files) in [("fragments", &src.fragments), ("patches", &src.patches)] {
+            for (i, f) in files.iter().enumerate() {
+                let full = file.resolve(f);
+                if !full.is_file() {
+                    errs.push(ValidationError::Rule {
+                        key: format!("{k}.source.{what}[{i}]"),
+                        message: format!(
+                            "{} does not exist (relative paths start at the suite's folder)",
+                            full.display()
+                        ),
+                    });
+                }
+            }
+        }
+        return;
+    }
     match (&spec.debian, &spec.path) {
         (Some(series), None) => {
             let flavour = spec.flavour.as_deref().unwrap_or(DEFAULT_FLAVOUR);
@@ -531,7 +616,9 @@ fn check_kernel(
             .push(ValidationError::Rule { key: k.into(), message: "give either `debian` or `path`, not both".into() }),
         (None, None) => errs.push(ValidationError::Rule {
             key: k.into(),
-            message: "give `debian: \"<series>\"` (e.g. \"6.1\") or `path: <bzImage>`".into(),
+            message:
+                "give `debian: \"<series>\"` (e.g. \"6.1\"), `path: <bzImage>` or `source: {debian: \"<series>\"}`"
+                    .into(),
         }),
     }
 }
@@ -543,4 +630,54 @@ pub fn validate(file: &SuiteFile, catalog: &Catalog) -> Result<(), SpecError> {
         return Ok(());
     }
     Err(SpecError::Invalid(errs.iter().map(|e| file.error_at(e.key(), e.to_string())).collect()))
+}
+
+fn is_percent(v: &str) -> bool {
+    v.strip_suffix('%').and_then(|n| n.parse::<f64>().ok()).is_some_and(|n| (0.0..=100.0).contains(&n))
+}
+
+fn is_tc_time(v: &str) -> bool {
+    let num = v.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &v[num.len()..];
+    num.parse::<f64>().is_ok_and(|n| n >= 0.0) && matches!(unit, "us" | "ms" | "s")
+}
+
+fn is_tc_rate(v: &str) -> bool {
+    let num = v.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &v[num.len()..];
+    num.parse::<f64>().is_ok_and(|n| n > 0.0) && matches!(unit, "bit" | "kbit" | "mbit" | "gbit")
+}
+
+fn check_netem(errs: &mut Vec<ValidationError>, k: &str, e: &crate::spec::NetemSpec) {
+    let mut bad = |field: &str, v: &str, what: &str| {
+        errs.push(ValidationError::Rule { key: format!("{k}.{field}"), message: format!("{v:?} is not {what}") })
+    };
+    for (field, v) in [("loss", &e.loss), ("reorder", &e.reorder), ("duplicate", &e.duplicate)] {
+        if let Some(v) = v {
+            if !is_percent(v) {
+                bad(field, v, "a percentage between 0% and 100% (e.g. \"1%\")");
+            }
+        }
+    }
+    for (field, v) in [("delay", &e.delay), ("jitter", &e.jitter)] {
+        if let Some(v) = v {
+            if !is_tc_time(v) {
+                bad(field, v, "a time with a unit us, ms or s (e.g. \"5ms\")");
+            }
+        }
+    }
+    if let Some(v) = &e.rate {
+        if !is_tc_rate(v) {
+            bad("rate", v, "a rate with a unit bit, kbit, mbit or gbit (e.g. \"100mbit\")");
+        }
+    }
+    if e.reorder.is_some() && e.delay.is_none() {
+        errs.push(ValidationError::Rule {
+            key: format!("{k}.reorder"),
+            message: "netem reorders only delayed packets: give `delay` too".into(),
+        });
+    }
+    if e.jitter.is_some() && e.delay.is_none() {
+        errs.push(ValidationError::Rule { key: format!("{k}.jitter"), message: "`jitter` needs `delay`".into() });
+    }
 }

@@ -203,11 +203,7 @@ fn cli_check_exits_2_without_booting() {
             assert!(out.stdout.is_empty(), "{case}: nothing on stdout: {}", String::from_utf8_lossy(&out.stdout));
         }
     }
-    assert!(
-        !marker.exists(),
-        "`vmrepro check` started QEMU: {}",
-        std::fs::read_to_string(&marker).unwrap_or_default()
-    );
+    assert!(!marker.exists(), "`vmrepro check` started QEMU: {}", std::fs::read_to_string(&marker).unwrap_or_default());
     assert!(!tmp.path().join("cache").exists(), "`vmrepro check` touched the image cache");
 }
 

@@ -48,7 +48,13 @@ fn run_suite(path: &Path) -> datatest_stable::Result<()> {
     settings.set_prepend_module_to_snapshot(false);
     settings.set_input_file(path);
     settings.bind(|| insta::assert_yaml_snapshot!(format!("{}__result", plan.suite), normalised));
-    assert_eq!(report.status, RunStatus::Passed, "suite {} failed; results in {}", plan.suite, report.outcome.dir.display());
+    assert_eq!(
+        report.status,
+        RunStatus::Passed,
+        "suite {} failed; results in {}",
+        plan.suite,
+        report.outcome.dir.display()
+    );
     assert_eq!(report.checks_failed, 0, "suite {} result checks failed:\n{}", plan.suite, report.text);
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::{Cache, CacheOutcome, ImageError, PinnedKernel};
+use super::{Cache, CacheOutcome, ImageError};
 
 /// The Debian archive base URL (e.g. `http://<mirror>/debian`), without a trailing `/`.
 pub fn archive_url() -> Result<String, ImageError> {
@@ -77,19 +77,24 @@ pub fn one_line_uris(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Returns the pinned .deb from the cache (`debs/<sha256>/<file>`), downloading and
+/// Returns the pinned .deb (`filename` in the archive, `size` bytes, `sha256`) from the cache (`debs/<sha256>/<file>`), downloading and
 /// verifying it first if needed.
 ///
 /// Errors: no archive configured, HTTP failure (with the URL; a 404 means the pinned
 /// version left the archive), or size/SHA-256 mismatch.
-pub fn fetch_deb(cache: &Cache, k: &PinnedKernel) -> Result<(PathBuf, CacheOutcome), ImageError> {
-    let file_name = Path::new(&k.filename)
+pub fn fetch_deb(
+    cache: &Cache,
+    filename: &str,
+    size: u64,
+    sha256: &str,
+) -> Result<(PathBuf, CacheOutcome), ImageError> {
+    let file_name = Path::new(filename)
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_else(|| "package.deb".into());
-    let (dir, outcome) = cache.get_or_build("debs", &k.sha256, |tmp| {
-        let url = format!("{}/{}", archive_url()?, k.filename);
-        download_verified(&url, &tmp.join(&file_name), k.size, &k.sha256)
+    let (dir, outcome) = cache.get_or_build("debs", sha256, |tmp| {
+        let url = format!("{}/{filename}", archive_url()?);
+        download_verified(&url, &tmp.join(&file_name), size, sha256)
     })?;
     Ok((dir.join(file_name), outcome))
 }

@@ -34,6 +34,19 @@ pub enum KernelSource {
         /// Modules tree.
         modules: Option<PathBuf>,
     },
+    /// Built from a Debian kernel source package.
+    Source(super::source::SourceKernel),
+}
+
+impl KernelSource {
+    /// Short description for progress, results and reports.
+    pub fn label(&self) -> String {
+        match self {
+            KernelSource::Debian(p) => format!("kernel {} ({})", p.series, p.package),
+            KernelSource::Local { image, .. } => format!("kernel {}", image.display()),
+            KernelSource::Source(s) => s.label(),
+        }
+    }
 }
 
 /// A prepared kernel.
@@ -57,12 +70,16 @@ pub struct KernelArtifact {
 pub fn resolve_kernel(cache: &Cache, src: &KernelSource) -> Result<(KernelArtifact, CacheOutcome), ImageError> {
     let (key, deb) = match src {
         KernelSource::Debian(k) => {
-            let (deb, _) = super::debian::fetch_deb(cache, k)?;
+            let (deb, _) = super::debian::fetch_deb(cache, &k.filename, k.size, &k.sha256)?;
             (sha256_hex(format!("{KERNEL_FORMAT}\ndebian\n{}\n", k.sha256).as_bytes()), Some(deb))
         }
         KernelSource::Local { image, modules } => (local_key(image, modules.as_deref())?, None),
+        KernelSource::Source(sk) => (sk.key()?, None),
     };
     let (dir, outcome) = cache.get_or_build("kernel", &key, |tmp| {
+        if let KernelSource::Source(sk) = src {
+            return sk.build(cache, tmp);
+        }
         let stage = tmp.join("stage");
         let (image, modules) = match (src, &deb) {
             (KernelSource::Debian(_), Some(deb)) => extract_deb(deb, &stage)?,

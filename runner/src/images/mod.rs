@@ -11,6 +11,7 @@ pub mod debian;
 pub mod initramfs;
 pub mod kernel;
 pub mod rootfs;
+pub mod source;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -96,12 +97,34 @@ pub struct PinnedKernel {
     pub sha256: String,
 }
 
+/// One pinned Debian kernel source package (`sources:` in `images/kernels.yaml`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PinnedSource {
+    /// Kernel series, e.g. `"6.1"`.
+    pub series: String,
+    /// Debian suite whose index listed it.
+    pub suite: String,
+    /// Binary package name (`linux-source-<series>`).
+    pub package: String,
+    /// Package version.
+    pub version: String,
+    /// Path in the archive.
+    pub filename: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256, lowercase hex.
+    pub sha256: String,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct KernelManifest {
     #[allow(dead_code)]
     pinned_on: String,
     kernels: Vec<PinnedKernel>,
+    #[serde(default)]
+    sources: Vec<PinnedSource>,
 }
 
 /// A rootfs recipe (`images/rootfs/<name>.yaml`).
@@ -127,6 +150,8 @@ pub struct Catalog {
     pub dir: PathBuf,
     /// Pinned Debian kernels.
     pub kernels: Vec<PinnedKernel>,
+    /// Pinned Debian kernel source packages.
+    pub sources: Vec<PinnedSource>,
     /// Rootfs recipes by name, with their text (hashed into cache keys).
     pub rootfs: BTreeMap<String, (RootfsRecipe, String)>,
     /// Guest profiles by name → script path.
@@ -195,12 +220,17 @@ impl Catalog {
                 }
             }
         }
-        Ok(Catalog { dir: dir.to_path_buf(), kernels: manifest.kernels, rootfs, profiles })
+        Ok(Catalog { dir: dir.to_path_buf(), kernels: manifest.kernels, sources: manifest.sources, rootfs, profiles })
     }
 
     /// The pinned kernel for `series` and `flavour`.
     pub fn debian_kernel(&self, series: &str, flavour: &str) -> Option<&PinnedKernel> {
         self.kernels.iter().find(|k| k.series == series && k.flavour == flavour)
+    }
+
+    /// The pinned kernel source package for `series`.
+    pub fn debian_source(&self, series: &str) -> Option<&PinnedSource> {
+        self.sources.iter().find(|k| k.series == series)
     }
 
     /// Series available for `flavour`, for error messages.

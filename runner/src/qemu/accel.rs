@@ -41,7 +41,10 @@ pub async fn probe_cached(kernel: &Path, state_file: &Path) -> AccelChoice {
             return if r.kvm {
                 AccelChoice { accel: Accelerator::Kvm, fallback_reason: None }
             } else {
-                AccelChoice { accel: Accelerator::Tcg, fallback_reason: r.reason.map(|w| format!("{w}; remembered since this boot")) }
+                AccelChoice {
+                    accel: Accelerator::Tcg,
+                    fallback_reason: r.reason.map(|w| format!("{w}; remembered since this boot")),
+                }
             };
         }
     }
@@ -64,7 +67,11 @@ fn host_identity() -> String {
         .and_then(|p| std::env::split_paths(&p).map(|d| d.join(&qemu)).find(|c| c.is_file()))
         .unwrap_or_else(|| qemu.clone().into());
     let meta = std::fs::metadata(&path).ok();
-    let mtime = meta.as_ref().and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
+    let mtime = meta
+        .as_ref()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
     format!("{} {} {} {}", boot.trim(), path.display(), meta.map_or(0, |m| m.len()), mtime)
 }
 

@@ -156,9 +156,20 @@ pub fn parse_suite(path: &Path, text: String) -> Result<SuiteFile, SpecError> {
 
 fn from_yaml_error(path: &Path, text: &str, e: &serde_yaml::Error) -> Located {
     let mut msg = e.to_string();
-    // serde_yaml appends " at line L column C"; we show the position ourselves.
-    if let Some(i) = msg.rfind(" at line ") {
+    let position = e.location().map(|l| Position { line: l.line(), column: l.column() });
+    // serde_yaml appends " at line L column C" (and libyaml puts it after the problem);
+    // we show the position ourselves.
+    if let Some(p) = position {
+        msg = msg.replacen(&format!(" at line {} column {}", p.line, p.column), "", 1);
+    } else if let Some(i) = msg.rfind(" at line ") {
         msg.truncate(i);
+    }
+    // A YAML syntax error may name a second place, where the construct it was parsing
+    // began: "…, while parsing a block mapping at line 6 column 5".
+    if let Some(w) = msg.find(", while ") {
+        if let Some(a) = msg[w..].find(" at line ") {
+            msg.replace_range(w + a..w + a + " at line ".len(), " that starts at line ");
+        }
     }
     // …and prefixes the key path ("vms[0].kernel: …") for nested errors.
     let mut key = None;
@@ -168,9 +179,37 @@ fn from_yaml_error(path: &Path, text: &str, e: &serde_yaml::Error) -> Located {
             msg = rest.to_string();
         }
     }
-    let position = e.location().map(|l| Position { line: l.line(), column: l.column() });
+    // Syntax errors carry no key path; take the one the parser was inside.
+    if key.is_none() {
+        key = Locations::path_at_syntax_error(text);
+    }
     let position = position.or_else(|| key.as_deref().and_then(|k| Locations::of(text).value(k)));
+    msg = explain(&msg, key.as_deref(), position.and_then(|p| text.lines().nth(p.line.saturating_sub(1))));
     Located::new(path, text, key, msg, position)
+}
+
+/// Rewords serde's and libyaml's messages where they speak Rust or hide the cause.
+fn explain(msg: &str, key: Option<&str>, line: Option<&str>) -> String {
+    let mut msg = msg
+        .replace("expected u64", "expected a whole number (0 or more)")
+        .replace("expected u32", "expected a whole number (0 or more)")
+        .replace("expected i32", "expected a whole number")
+        .replace("expected a duration", "expected a duration with a unit, e.g. 90s, 5m or 2h");
+    let last = key.map(|k| k.rsplit('.').next().unwrap_or(k));
+    if msg == "invalid IP address syntax" {
+        match last {
+            Some("subnet") => msg.push_str("; expected an IPv4 subnet in CIDR notation, e.g. 10.77.0.0/24"),
+            Some("address") => msg.push_str("; expected an IPv4 address, e.g. 10.77.0.11"),
+            _ => {}
+        }
+    }
+    let indent = line.map(|l| &l[..l.len() - l.trim_start().len()]);
+    if indent.is_some_and(|i| i.contains('\t')) {
+        msg.push_str(" (a tab: YAML indentation must use spaces)");
+    } else if msg.starts_with("did not find expected key") {
+        msg.push_str(" (is this line indented like the keys above it?)");
+    }
+    msg
 }
 
 impl SuiteFile {

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::Marker;
+use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 /// A position in a text file: 1-based line and 1-based column (in characters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -38,6 +38,22 @@ impl Locations {
         Self { entries: recv.entries }
     }
 
+    /// For text that is not valid YAML: the key path the parser was inside when it
+    /// stopped (e.g. `vms[0].steps[0].after` for an unclosed `[`), or `None` when the
+    /// text parses or the error is at the top level.
+    pub fn path_at_syntax_error(text: &str) -> Option<String> {
+        let mut recv = Recorder::default();
+        let mut parser = Parser::new_from_str(text);
+        parser.load(&mut recv, false).err()?;
+        let (path, frame) = recv.stack.last()?;
+        let path = match frame {
+            Frame::Map { key: Some((k, _)), .. } if path.is_empty() => k.clone(),
+            Frame::Map { key: Some((k, _)), .. } => format!("{path}.{k}"),
+            _ => path.clone(),
+        };
+        Some(path).filter(|p| !p.is_empty())
+    }
+
     /// Position of the value at `path` (e.g. `vms[1].address`); if the exact path is
     /// absent, the value of the longest existing parent path.
     pub fn value(&self, path: &str) -> Option<Position> {
@@ -62,8 +78,9 @@ impl Locations {
 }
 
 enum Frame {
-    /// In a mapping; `key` is the pending key once read, with its position.
-    Map { key: Option<(String, Position)> },
+    /// In a mapping; `key` is the pending key once read, with its position; `first`
+    /// until the mapping's first key is read.
+    Map { key: Option<(String, Position)>, first: bool },
     /// In a sequence; the index of the next item.
     Seq { next: usize },
 }
@@ -81,20 +98,38 @@ fn pos(mark: Marker) -> Position {
 impl Recorder {
     /// Called when a node (scalar or container) starts; returns its path if it is a
     /// value (not a mapping key).
-    fn node(&mut self, mark: Marker, scalar: Option<&str>) -> Option<String> {
+    ///
+    /// `empty` is true for an empty plain scalar (`run:` with nothing after it): its
+    /// marker is where the next token starts, often on a later line, so the value is
+    /// located at its key instead.
+    fn node(&mut self, mark: Marker, scalar: Option<&str>, empty: bool) -> Option<String> {
         let Some((parent, frame)) = self.stack.last_mut() else {
             return Some(String::new());
         };
         match frame {
-            Frame::Map { key } => match key.take() {
+            Frame::Map { key, first } => match key.take() {
                 None => {
                     let k = scalar.unwrap_or("?").to_string();
-                    *key = Some((k, pos(mark)));
+                    let at = pos(mark);
+                    // A block mapping's start event is marked at the ':' after its
+                    // first key; locate the mapping at that key instead.
+                    if std::mem::take(first) {
+                        if let Some((kpos, vpos)) = self.entries.get_mut(parent.as_str()) {
+                            if vpos.line == at.line && vpos.column > at.column {
+                                *vpos = at;
+                                if kpos.line == at.line && kpos.column > at.column {
+                                    *kpos = at;
+                                }
+                            }
+                        }
+                    }
+                    *key = Some((k, at));
                     None
                 }
                 Some((k, kpos)) => {
                     let path = if parent.is_empty() { k } else { format!("{parent}.{k}") };
-                    self.entries.insert(path.clone(), (kpos, pos(mark)));
+                    let vpos = if empty { kpos } else { pos(mark) };
+                    self.entries.insert(path.clone(), (kpos, vpos));
                     Some(path)
                 }
             },
@@ -111,19 +146,20 @@ impl Recorder {
 impl MarkedEventReceiver for Recorder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         match ev {
-            Event::Scalar(s, ..) => {
-                self.node(mark, Some(&s));
+            Event::Scalar(s, style, ..) => {
+                let empty = s.is_empty() && style == TScalarStyle::Plain;
+                self.node(mark, Some(&s), empty);
             }
             Event::Alias(_) => {
-                self.node(mark, None);
+                self.node(mark, None, false);
             }
             Event::MappingStart(..) => {
                 // A mapping used as a key is not supported by our schema; record it as "?".
-                let path = self.node(mark, None).unwrap_or_default();
-                self.stack.push((path, Frame::Map { key: None }));
+                let path = self.node(mark, None, false).unwrap_or_default();
+                self.stack.push((path, Frame::Map { key: None, first: true }));
             }
             Event::SequenceStart(..) => {
-                let path = self.node(mark, None).unwrap_or_default();
+                let path = self.node(mark, None, false).unwrap_or_default();
                 self.stack.push((path, Frame::Seq { next: 0 }));
             }
             Event::MappingEnd | Event::SequenceEnd => {
@@ -147,6 +183,30 @@ mod tests {
         assert_eq!(l.value("vms[1].address"), Some(Position { line: 8, column: 14 }));
         assert_eq!(l.key("vms[1].address"), Some(Position { line: 8, column: 5 }));
         assert_eq!(l.key("vms[1]"), Some(Position { line: 7, column: 5 }));
+    }
+
+    #[test]
+    fn block_mapping_value_is_its_first_key() {
+        let l = Locations::of("vms:\n  - name: a\n    kernel:\n      debian: \"6.1\"\n    k2: { x: 1 }\n");
+        assert_eq!(l.value("vms[0].kernel"), Some(Position { line: 4, column: 7 }));
+        assert_eq!(l.key("vms[0].kernel"), Some(Position { line: 3, column: 5 }));
+        assert_eq!(l.value("vms[0].k2"), Some(Position { line: 5, column: 9 }));
+        assert_eq!(l.value("vms[0]"), Some(Position { line: 2, column: 5 }));
+    }
+
+    #[test]
+    fn empty_value_is_at_its_key() {
+        let l = Locations::of("steps:\n  - name: a\n    run:\n  - name: b\n    run: \"\"\n");
+        assert_eq!(l.value("steps[0].run"), Some(Position { line: 3, column: 5 }));
+        assert_eq!(l.value("steps[1].run"), Some(Position { line: 5, column: 10 }));
+    }
+
+    #[test]
+    fn path_at_syntax_error() {
+        assert_eq!(Locations::path_at_syntax_error(DOC), None);
+        let unclosed = "vms:\n  - name: a\n    after: [b\n    run: x\n";
+        assert_eq!(Locations::path_at_syntax_error(unclosed).as_deref(), Some("vms[0].after"));
+        assert_eq!(Locations::path_at_syntax_error("name: x\nnetwork:\n\tsubnet: y\n").as_deref(), Some("network"));
     }
 
     #[test]

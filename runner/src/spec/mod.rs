@@ -122,12 +122,60 @@ pub struct VmSpec {
     /// guest agent answers (e.g. `nfs-server-2.4.19`).
     #[serde(default)]
     pub profile: Option<String>,
+    /// Network conditions of this guest's NIC, applied inside the guest before any step.
+    #[serde(default)]
+    pub net: Option<VmNetSpec>,
     /// Commands to run in this guest, in order.
     #[serde(default)]
     pub steps: Vec<StepSpec>,
 }
 
-/// Which kernel a VM boots. Exactly one of `debian` or `path` must be given.
+/// Network conditions of one guest, applied with `tc` and `ethtool` on its `eth0`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VmNetSpec {
+    /// `netem` on the guest's egress (packets *leaving* this VM), as the root qdisc.
+    #[serde(default)]
+    pub egress: Option<NetemSpec>,
+    /// `false` turns TSO, GSO and GRO off on `eth0` (with them on, netem drops whole
+    /// TCP super-packets but single UDP fragments, so "1 % loss" means different
+    /// things for TCP and UDP). Default: the kernel's defaults (on).
+    #[serde(default)]
+    pub offloads: Option<bool>,
+}
+
+/// `tc qdisc … netem` parameters (see tc-netem(8)).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NetemSpec {
+    /// Random loss, percent, e.g. `"1%"`.
+    #[serde(default)]
+    pub loss: Option<String>,
+    /// Delay, e.g. `"5ms"`.
+    #[serde(default)]
+    pub delay: Option<String>,
+    /// Jitter added to `delay`, e.g. `"1ms"`.
+    #[serde(default)]
+    pub jitter: Option<String>,
+    /// Rate limit, e.g. `"100mbit"` (netem's `rate`).
+    #[serde(default)]
+    pub rate: Option<String>,
+    /// Reordering, percent (needs `delay`).
+    #[serde(default)]
+    pub reorder: Option<String>,
+    /// Duplication, percent.
+    #[serde(default)]
+    pub duplicate: Option<String>,
+    /// Queue limit, packets (netem's default is 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Apply only to packets addressed to these VMs (a `prio` qdisc with `u32` filters
+    /// on the destination address; every IP fragment carries it). Default: all packets.
+    #[serde(default)]
+    pub to: Vec<String>,
+}
+
+/// Which kernel a VM boots. Exactly one of `debian`, `path` or `source` must be given.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct KernelSpec {
@@ -144,6 +192,26 @@ pub struct KernelSpec {
     /// With `path`: the kernel's modules directory (`…/lib/modules/<release>`).
     #[serde(default)]
     pub modules: Option<PathBuf>,
+    /// Build the kernel from a Debian source package.
+    #[serde(default)]
+    pub source: Option<SourceKernelSpec>,
+}
+
+/// A kernel built from source: `linux-source-<debian>` + `defconfig` +
+/// `kvm_guest.config` + `fragments`, with `patches` applied. Everything the guest needs
+/// must be built in (a source-built kernel gets no modules disk).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SourceKernelSpec {
+    /// Kernel series of a `linux-source-<series>` package pinned in
+    /// `images/kernels.yaml` (`sources:`), e.g. `"6.1"`.
+    pub debian: String,
+    /// Config fragment files, relative to the suite file's folder.
+    #[serde(default)]
+    pub fragments: Vec<PathBuf>,
+    /// Patch files (`patch -p1`), relative to the suite file's folder.
+    #[serde(default)]
+    pub patches: Vec<PathBuf>,
 }
 
 /// One command run in a guest through the guest agent.
@@ -192,6 +260,10 @@ pub struct NfsReadSpec {
     /// `mount -o` options (default `defaults`, as the report's fstab).
     #[serde(default)]
     pub mount_options: Option<String>,
+    /// Per-client `mount -o` options overriding `mount_options`, e.g.
+    /// `{client-udp: "vers=3,proto=udp,rsize=8192,wsize=8192"}`.
+    #[serde(default)]
+    pub client_mount_options: BTreeMap<String, String>,
     /// How many times each client measures the read (default 1); every repeat is a
     /// fresh mount with dropped caches.
     #[serde(default)]
