@@ -21,7 +21,8 @@ pub mod exit {
     pub const CONFIG_ERROR: i32 = 2;
     /// Images, network or VMs failed (didn't boot, agent never answered, QEMU died).
     pub const INFRASTRUCTURE: i32 = 3;
-    /// Interrupted by SIGINT or SIGTERM (128 + SIGINT).
+    /// Interrupted by SIGINT, SIGTERM or SIGHUP (always 130 = 128 + SIGINT, what shells
+    /// report for Ctrl-C): VMs were shut down and `run.json` says `interrupted`.
     pub const INTERRUPTED: i32 = 130;
 }
 
@@ -134,7 +135,8 @@ async fn dispatch(cli: Cli) -> i32 {
                     match report.status {
                         RunStatus::Passed if report.checks_failed == 0 => exit::SUCCESS,
                         RunStatus::Passed | RunStatus::Failed => exit::TEST_FAILURE,
-                        RunStatus::InfrastructureError => exit::INFRASTRUCTURE,
+                        // `Running` never ends a run; treat it as the failure it would be.
+                        RunStatus::InfrastructureError | RunStatus::Running => exit::INFRASTRUCTURE,
                         RunStatus::Interrupted => exit::INTERRUPTED,
                     }
                 }
@@ -180,12 +182,19 @@ async fn dispatch(cli: Cli) -> i32 {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
+/// Resolves on SIGINT (Ctrl-C), SIGTERM or SIGHUP (terminal closed). The handlers are
+/// installed when this is first polled, and stay installed: a second signal while the
+/// run tears down (which is bounded, see `Vm::shutdown`) doesn't kill the runner
+/// half-way through its cleanup.
 pub async fn interrupted() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        _ = int.recv() => {}
         _ = term.recv() => {}
+        _ = hup.recv() => {}
     }
 }
 

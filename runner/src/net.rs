@@ -1,10 +1,12 @@
 //! The suite's private network: a network namespace (inside a user namespace when not
 //! root) holding one Linux bridge and one tap device per VM NIC.
 //!
-//! The namespace is kept alive by a *holder* process (`cat` reading a pipe from us):
-//! when the runner exits for any reason the pipe closes (and `PR_SET_PDEATHSIG` kills
-//! it), the holder exits, and the namespace with its bridge and taps disappears once
-//! the last QEMU in it has gone. QEMU and `ip` are started inside it with `setns(2)`
+//! The namespace is kept alive by a *holder* process (`cat` reading a pipe from us, in
+//! its own process group so that a Ctrl-C on the terminal doesn't end it before the
+//! VMs are down): when the runner exits for any reason the pipe closes (and
+//! `PR_SET_PDEATHSIG` kills it), the holder exits, and the namespace with its bridge and
+//! taps disappears once the last QEMU in it has gone (QEMU too gets `PR_SET_PDEATHSIG`,
+//! see [`Namespace::enter`]). QEMU and `ip` are started inside it with `setns(2)`
 //! from a `pre_exec` hook, so nothing is passed through a shell. The bridge has no
 //! uplink and no address: guests reach each other and nothing else.
 
@@ -48,13 +50,15 @@ impl Namespace {
         // Everything the child needs is prepared before fork: no allocation after it.
         let uid_map = CString::new(format!("0 {uid} 1")).expect("no NUL");
         let gid_map = CString::new(format!("0 {gid} 1")).expect("no NUL");
+        let parent = std::process::id() as libc::pid_t;
         let mut cmd = Command::new("cat");
         cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         // SAFETY: the closure only makes async-signal-safe system calls.
         unsafe {
             use std::os::unix::process::CommandExt;
             cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                die_with_parent(parent)?;
                 let flags = if rootless {
                     CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET
                 } else {
@@ -86,15 +90,24 @@ impl Namespace {
         self.holder.id()
     }
 
-    /// Makes `cmd` start inside this namespace (and die with the runner).
+    /// The namespace's inode number (what `/proc/<pid>/ns/net` of every process in it
+    /// shows as `net:[<inode>]`); 0 if it can't be read.
+    pub fn inode(&self) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        self.netns.try_clone().map(std::fs::File::from).and_then(|f| f.metadata()).map_or(0, |m| m.ino())
+    }
+
+    /// Makes `cmd` start inside this namespace and die with the runner (SIGKILL when the
+    /// thread that spawned it ends; the runner's thread lives as long as the run).
     pub fn enter(&self, cmd: &mut Command) {
         let userns = self.userns.as_ref().map(|f| f.as_raw_fd());
         let netns = self.netns.as_raw_fd();
+        let parent = std::process::id() as libc::pid_t;
         // SAFETY: the closure only makes async-signal-safe system calls.
         unsafe {
             use std::os::unix::process::CommandExt;
             cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                die_with_parent(parent)?;
                 if let Some(u) = userns {
                     if libc::setns(u, libc::CLONE_NEWUSER) != 0 {
                         return Err(std::io::Error::last_os_error());
@@ -144,6 +157,21 @@ impl Drop for Namespace {
         let _ = self.holder.kill();
         let _ = self.holder.wait();
     }
+}
+
+/// In a freshly forked child: asks for SIGKILL when the parent dies, and fails if it
+/// already has (it may have died between the fork and the `prctl`). Async-signal-safe.
+fn die_with_parent(parent: libc::pid_t) -> std::io::Result<()> {
+    // SAFETY: plain system calls.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::getppid() != parent {
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+    }
+    Ok(())
 }
 
 fn write_proc(path: &std::ffi::CStr, data: &[u8]) -> std::io::Result<()> {

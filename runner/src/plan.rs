@@ -178,6 +178,8 @@ pub struct NfsPlan {
     pub repeat: u32,
     /// All clients at once.
     pub concurrent: bool,
+    /// Verdicts go into the snapshot.
+    pub snapshot_verdicts: bool,
 }
 
 impl NfsPlan {
@@ -315,6 +317,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
         client_mount_options: n.client_mount_options.clone(),
         repeat: n.repeat.unwrap_or(1),
         concurrent: n.concurrent.unwrap_or(false),
+        snapshot_verdicts: n.snapshot_verdicts.unwrap_or(true),
     };
 
     // Server: after its profile, make the file exactly as the report did, then record

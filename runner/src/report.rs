@@ -157,6 +157,7 @@ pub async fn build_images(suites: &[PathBuf], images: Option<&Path>, cache: &Cac
         }
     };
     for r in &rootfs {
+        events(crate::events::Event::ImageStarted { what: format!("rootfs {r}") });
         let t = std::time::Instant::now();
         let res = resolve_rootfs(cache, &catalog, r).map(|(_, o)| o);
         if !say(format!("rootfs {r}"), res, t.elapsed()) {
@@ -164,6 +165,7 @@ pub async fn build_images(suites: &[PathBuf], images: Option<&Path>, cache: &Cac
         }
     }
     for k in &kernels {
+        events(crate::events::Event::ImageStarted { what: k.label() });
         let t = std::time::Instant::now();
         let res = resolve_kernel(cache, k).map(|(_, o)| o);
         let label = k.label();

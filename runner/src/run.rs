@@ -1,10 +1,13 @@
 //! Executing a [`Plan`]: images → network → VMs → steps → results.
 //!
 //! Everything the run sees is written under its results folder as soon as it is known
-//! (step outputs when the step ends, console logs live there while QEMU writes them),
-//! so a failure or an interruption loses nothing. Temp files (sockets, overlays,
-//! initrds) live in a private 0700 temp folder removed at the end; QEMU processes and
-//! the network namespace end with the run, also on error, Ctrl-C or SIGTERM.
+//! (step outputs when the step ends, console logs live there while QEMU writes them,
+//! `run.json` with status `running` at every milestone), so a failure or an
+//! interruption loses nothing. Temp files (sockets, overlays, initrds) live in a
+//! private 0700 temp folder. Teardown runs on every path (success, error, Ctrl-C,
+//! SIGTERM) in this order: every QEMU is stopped and reaped, then the network
+//! namespace's holder ends, then the temp folder is removed, then the final `run.json`
+//! is written.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -68,6 +71,9 @@ pub enum RunStatus {
     InfrastructureError,
     /// Ctrl-C or SIGTERM.
     Interrupted,
+    /// The run is still going: only in a `run.json` written while it runs (or left by a
+    /// runner that was killed with SIGKILL).
+    Running,
 }
 
 /// Outcome of one step.
@@ -84,6 +90,11 @@ pub enum StepStatus {
     TimedOut,
     /// The VM or its agent failed during the step.
     Error,
+    /// The step is running: only in a `run.json` written while the run is going.
+    Running,
+    /// The step was running when the run stopped (another VM failed, or an
+    /// interruption); its output is lost with the guest.
+    Cancelled,
 }
 
 /// One step as recorded in `run.json`.
@@ -135,6 +146,8 @@ pub struct VmRecord {
     pub tap: String,
     /// Acceleration used.
     pub accel: Accelerator,
+    /// QEMU's PID (also its process group) while it ran.
+    pub pid: Option<u32>,
     /// QEMU start → guest agent answered, seconds.
     pub boot_s: Option<f64>,
     /// How QEMU ended.
@@ -198,12 +211,29 @@ pub struct RunRecord {
     pub subnet: String,
     /// MTU.
     pub mtu: u32,
+    /// The run's private 0700 temp folder (QMP/QGA sockets, overlays, initrds); removed
+    /// at the end of the run.
+    pub temp_dir: Option<String>,
+    /// The run's private network namespace (gone at the end of the run).
+    pub network_namespace: Option<NamespaceRecord>,
+    /// Things teardown could not clean up (empty when everything was removed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub teardown_problems: Vec<String>,
     /// Images used.
     pub images: Vec<ImageRecord>,
     /// Phase timings.
     pub timings: Timings,
     /// VMs.
     pub vms: Vec<VmRecord>,
+}
+
+/// The run's network namespace as recorded in `run.json`, to check that it is gone.
+#[derive(Debug, Clone, Serialize)]
+pub struct NamespaceRecord {
+    /// PID of the process that held it.
+    pub holder_pid: u32,
+    /// Inode of the namespace (as in `/proc/<pid>/ns/net` → `net:[<inode>]`).
+    pub inode: u64,
 }
 
 /// Options for [`run`].
@@ -238,7 +268,11 @@ pub struct RunOutcome {
 
 /// Runs `plan`. Never leaves a QEMU process, namespace or temp folder behind; writes
 /// `run.json` whatever happens (except when the run folder itself can't be created).
-/// `interrupt` resolves when the user asks to stop (Ctrl-C/SIGTERM).
+/// `interrupt` resolves when the user asks to stop (Ctrl-C/SIGTERM): the run then stops
+/// at once, shuts its VMs down and records status `interrupted`.
+///
+/// Errors only when the run folder or the final `run.json` can't be written; every
+/// other failure is an outcome with status `infrastructure_error` and its text.
 pub async fn run(
     plan: &Plan,
     opts: &RunOptions,
@@ -258,32 +292,39 @@ pub async fn run(
         suite: plan.suite.clone(),
         suite_file: plan.suite_file.display().to_string(),
         started: humantime::format_rfc3339_seconds(started).to_string(),
-        status: RunStatus::Passed,
+        status: RunStatus::Running,
         error: None,
         accel: None,
         accel_notice: None,
         subnet: plan.subnet.to_string(),
         mtu: plan.mtu,
+        temp_dir: None,
+        network_namespace: None,
+        teardown_problems: vec![],
         images: vec![],
         timings: Timings::default(),
         vms: vec![],
     }));
-    let mut vms: Vec<Vm> = Vec::new();
+    let mut res = Resources::default();
     let result = {
-        let body = execute(plan, opts, &dir, &record, &mut vms);
+        let body = execute(plan, opts, &dir, &record, &mut res);
         tokio::pin!(body);
         tokio::select! {
             r = &mut body => r.map(|()| false),
             () = interrupt => Ok(true),
         }
     };
-    // Teardown: whatever happened above, stop every VM.
+    // Teardown, whatever happened above: every VM, then the namespace, then temp files.
     (opts.events)(Event::TearingDown);
     let t_down = Instant::now();
     let endings =
-        futures::future::join_all(vms.iter_mut().map(|vm| async { (vm.name.clone(), vm.shutdown().await) })).await;
-    drop(vms);
+        futures::future::join_all(res.vms.iter_mut().map(|vm| async { (vm.name.clone(), vm.shutdown().await) })).await;
+    let problems = res.release();
+    for p in &problems {
+        (opts.events)(Event::Notice(format!("warning: {p}")));
+    }
     let mut rec = record.lock().expect("not poisoned").clone();
+    rec.teardown_problems = problems;
     for (name, ending) in endings {
         if let Some(v) = rec.vms.iter_mut().find(|v| v.name == name) {
             v.ending = Some(ending);
@@ -294,8 +335,13 @@ pub async fn run(
     match &result {
         Ok(true) => {
             rec.status = RunStatus::Interrupted;
-            rec.error = Some("the run was interrupted (SIGINT/SIGTERM); results collected so far are kept".into());
-            mark_unfinished(&mut rec, "interrupted");
+            rec.error =
+                Some("the run was interrupted (SIGINT/SIGTERM/SIGHUP); results collected so far are kept".into());
+            mark_unfinished(
+                &mut rec,
+                "the run was interrupted before this step",
+                "the run was interrupted while this step ran",
+            );
         }
         Ok(false) => {
             let failed = rec.vms.iter().flat_map(|v| &v.steps).any(|s| s.status != StepStatus::Passed);
@@ -304,18 +350,119 @@ pub async fn run(
         Err(e) => {
             rec.status = RunStatus::InfrastructureError;
             rec.error = Some(e.to_string());
-            mark_unfinished(&mut rec, "the run stopped before this step");
+            let first = e.to_string().lines().next().unwrap_or_default().to_string();
+            mark_unfinished(
+                &mut rec,
+                "the run stopped before this step",
+                &format!("the run stopped while this step ran ({first})"),
+            );
         }
     }
     write_json(&dir.join("run.json"), &rec)?;
     Ok(RunOutcome { dir, record: rec })
 }
 
-fn mark_unfinished(rec: &mut RunRecord, why: &str) {
+/// What a run holds outside its results folder. [`Resources::release`] (after every VM
+/// was shut down) ends the namespace, then removes the temp folder: QEMU never runs
+/// without its sockets, overlay or network.
+#[derive(Debug, Default)]
+struct Resources {
+    vms: Vec<Vm>,
+    ns: Option<Namespace>,
+    tmp: Option<tempfile::TempDir>,
+    /// The lock on the temp folder (see [`create_temp_dir`]), held until it is removed.
+    tmp_lock: Option<nix::fcntl::Flock<std::fs::File>>,
+}
+
+impl Resources {
+    /// Drops the (already shut down) VMs, the namespace and the temp folder; returns what
+    /// could not be cleaned up.
+    fn release(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        self.vms.clear();
+        // Ends (and reaps) the holder; the namespace goes with the last QEMU in it.
+        drop(self.ns.take());
+        if let Some(tmp) = self.tmp.take() {
+            let path = tmp.path().to_path_buf();
+            if let Err(e) = tmp.close() {
+                problems.push(format!("cannot remove the temp folder {}: {e}", path.display()));
+            }
+        }
+        self.tmp_lock = None;
+        problems
+    }
+}
+
+/// Name of the lock file in a run's temp folder.
+const TEMP_LOCK: &str = "run.lock";
+/// Prefix of a run's temp folder name.
+const TEMP_PREFIX: &str = "vmrepro-run-";
+
+/// Creates the run's private temp folder in `root` (mode 0700 from the start:
+/// tempfile's default would be 0777 & ~umask) holding `run.lock`, locked (`flock`) for
+/// as long as the run lives. A folder whose lock nobody holds belongs to a runner that
+/// died without cleaning up (SIGKILL, power loss): [`sweep_stale_temp_dirs`] removes it.
+///
+/// Errors: [`RunError::Io`] naming the folder or lock file.
+fn create_temp_dir(root: &Path) -> Result<(tempfile::TempDir, nix::fcntl::Flock<std::fs::File>), RunError> {
+    let tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir_in(root)
+        .map_err(io_err("creating temp folder in", root))?;
+    // Locked under another name, then renamed: a sweeper never sees an unlocked lock.
+    let staging = tmp.path().join(".run.lock.new");
+    let file = std::fs::File::create(&staging).map_err(io_err("creating", &staging))?;
+    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| RunError::Io { what: "locking", path: staging.clone(), source: e.into() })?;
+    let path = tmp.path().join(TEMP_LOCK);
+    std::fs::rename(&staging, &path).map_err(io_err("creating", &path))?;
+    Ok((tmp, lock))
+}
+
+/// Removes the temp folders (`vmrepro-run-*` in `root`, ours) of runs whose runner died
+/// without cleaning up: their `run.lock` is held by no one. Folders without a lock file
+/// (being created, or made by an older version) are left alone. Returns the folders
+/// removed; errors are ignored (the next run tries again).
+pub fn sweep_stale_temp_dirs(root: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::geteuid().as_raw();
+    let mut removed = Vec::new();
+    let Ok(rd) = std::fs::read_dir(root) else { return removed };
+    for e in rd.flatten() {
+        let path = e.path();
+        let ours = e.file_name().to_string_lossy().starts_with(TEMP_PREFIX)
+            && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if !ours {
+            continue;
+        }
+        let Ok(file) = std::fs::File::open(path.join(TEMP_LOCK)) else { continue };
+        if let Ok(_lock) = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            if std::fs::remove_dir_all(&path).is_ok() {
+                removed.push(path);
+            }
+        }
+    }
+    removed
+}
+
+/// Writes `run.json` as it is now (status `running`).
+fn save_progress(dir: &Path, record: &Mutex<RunRecord>) -> Result<(), RunError> {
+    let r = record.lock().expect("not poisoned");
+    write_json(&dir.join("run.json"), &*r)
+}
+
+/// Explains steps that did not run (`skipped`: `before`) or were cut short (`running`
+/// → `cancelled`: `during`).
+fn mark_unfinished(rec: &mut RunRecord, before: &str, during: &str) {
     for v in &mut rec.vms {
         for s in &mut v.steps {
             if s.status == StepStatus::Skipped && s.error.is_none() {
-                s.error = Some(why.to_string());
+                s.error = Some(before.to_string());
+            }
+            if s.status == StepStatus::Running {
+                s.status = StepStatus::Cancelled;
+                s.error = Some(during.to_string());
             }
         }
     }
@@ -425,16 +572,15 @@ async fn execute(
     opts: &RunOptions,
     dir: &Path,
     record: &Arc<Mutex<RunRecord>>,
-    vms: &mut Vec<Vm>,
+    res: &mut Resources,
 ) -> Result<(), RunError> {
     let events = &opts.events;
     let t_img = Instant::now();
-    let (kernels, rootfses, images) = resolve_images(plan, opts).await?;
-    {
-        let mut r = record.lock().expect("not poisoned");
-        r.images = images;
-        r.timings.images_s = t_img.elapsed().as_secs_f64();
-    }
+    let resolved = resolve_images(plan, opts).await;
+    record.lock().expect("not poisoned").timings.images_s = t_img.elapsed().as_secs_f64();
+    let (kernels, rootfses, images) = resolved?;
+    record.lock().expect("not poisoned").images = images;
+    save_progress(dir, record)?;
 
     let t_boot = Instant::now();
     // Acceleration: probe once, with the first VM's kernel, if any VM may use KVM.
@@ -458,19 +604,34 @@ async fn execute(
     };
     record.lock().expect("not poisoned").accel = Some(accel_for(plan.vms[0].accel));
 
-    let tmp = tempfile::Builder::new()
-        .prefix("vmrepro-run-")
-        .tempdir()
-        .map_err(io_err("creating temp folder", Path::new("$TMPDIR")))?;
-    let ns = Namespace::create()?;
+    // Private temp folder and namespace, kept in `res` so that they outlive every QEMU
+    // (see `run`).
+    let tmp_root = std::env::temp_dir();
+    for stale in sweep_stale_temp_dirs(&tmp_root) {
+        events(Event::Notice(format!(
+            "notice: removed {}, the temp folder of an earlier run whose runner was killed",
+            stale.display()
+        )));
+    }
+    let (tmp, tmp_lock) = create_temp_dir(&tmp_root)?;
+    let tmp_path = tmp.path().to_path_buf();
+    res.tmp = Some(tmp);
+    res.tmp_lock = Some(tmp_lock);
+    record.lock().expect("not poisoned").temp_dir = Some(tmp_path.display().to_string());
+    let ns = res.ns.insert(Namespace::create()?);
+    record.lock().expect("not poisoned").network_namespace =
+        Some(NamespaceRecord { holder_pid: ns.holder_pid(), inode: ns.inode() });
     let taps: Vec<String> = (0..plan.vms.len()).map(|i| format!("tap{i}")).collect();
     ns.create_bridge("br0", plan.mtu, &taps)?;
+    let (ns, vms) = (&*ns, &mut res.vms);
 
     for (i, v) in plan.vms.iter().enumerate() {
         let vdir = dir.join("vms").join(&v.name);
         std::fs::create_dir_all(&vdir).map_err(io_err("creating VM results folder", &vdir))?;
-        let tdir = tmp.path().join(&v.name);
-        std::fs::create_dir_all(&tdir).map_err(io_err("creating VM temp folder", &tdir))?;
+        let tdir = tmp_path.join(&v.name);
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&tdir)
+            .map_err(io_err("creating VM temp folder", &tdir))?;
         let kernel = &kernels[&kernel_label(&v.kernel)];
         let rootfs = &rootfses[&v.rootfs];
         let overlay = tdir.join("root.qcow2");
@@ -517,6 +678,7 @@ async fn execute(
             mac: config.mac.clone(),
             tap: config.tap.clone(),
             accel: config.accel,
+            pid: None,
             boot_s: None,
             ending: None,
             console_log: format!("vms/{}/console.log", v.name),
@@ -540,9 +702,12 @@ async fn execute(
                 })
                 .collect(),
         });
-        vms.push(Vm::spawn(&config, &ns, &vdir.join("qemu.stderr"))?);
+        let vm = Vm::spawn(&config, ns, &vdir.join("qemu.stderr"))?;
+        set_vm(record, &v.name, |r| r.pid = Some(vm.pid() as u32));
+        vms.push(vm);
         events(Event::VmStarted { vm: v.name.clone() });
     }
+    save_progress(dir, record)?;
 
     // Shared progress: which VMs are up and which steps passed, for `after`.
     let (tx, rx) = watch::channel(BTreeMap::<String, bool>::new());
@@ -565,6 +730,7 @@ async fn execute(
             *t_boot_done.lock().expect("not poisoned") = Some(Instant::now());
             events(Event::VmReady { vm: vp.name.clone(), took });
             set_vm(&record, &vp.name, |v| v.boot_s = Some(took.as_secs_f64()));
+            save_progress(dir, &record)?;
             tx.send_modify(|m| {
                 m.insert(vp.name.clone(), true);
             });
@@ -588,6 +754,8 @@ async fn execute(
                     continue;
                 }
                 events(Event::StepStarted { vm: vp.name.clone(), step: st.name.clone() });
+                set_step(&record, &vp.name, idx, |s| s.status = StepStatus::Running);
+                save_progress(dir, &record)?;
                 let t = Instant::now();
                 let res = vm.exec(&st.name, &st.script, st.stdin.clone().map(String::into_bytes), st.timeout).await;
                 let took = t.elapsed();
@@ -622,6 +790,7 @@ async fn execute(
                     s.error = error.clone();
                     s.stdout_text = text.clone();
                 });
+                save_progress(dir, &record)?;
                 events(Event::StepFinished {
                     vm: vp.name.clone(),
                     step: st.name.clone(),

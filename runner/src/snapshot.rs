@@ -93,13 +93,17 @@ pub struct NormClient {
     pub bytes_read: Vec<u64>,
     /// Metrics that could be computed from the outputs.
     pub metrics_present: Vec<String>,
+    /// Verdict against the baseline, in words, with the median ratio's class (absent
+    /// for the baseline, or when the suite turns verdicts off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
     /// Counters that must be zero over TCP, summed over reads (only for TCP mounts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub zero_over_tcp: Option<std::collections::BTreeMap<String, Option<i64>>>,
 }
 
 /// Normalises a run (and its NFS results).
-pub fn normalise(rec: &RunRecord, nfs: Option<&NfsResults>) -> Normalised {
+pub fn normalise(rec: &RunRecord, nfs: Option<&NfsResults>, with_verdicts: bool) -> Normalised {
     let vms = rec
         .vms
         .iter()
@@ -152,6 +156,11 @@ pub fn normalise(rec: &RunRecord, nfs: Option<&NfsResults>) -> Normalised {
                     reads: c.reads.len(),
                     bytes_read: bytes,
                     metrics_present: present,
+                    verdict: c
+                        .comparison
+                        .as_ref()
+                        .filter(|_| with_verdicts)
+                        .map(|x| verdict_words(&x.verdict, x.median_ratio)),
                     zero_over_tcp: tcp.then(|| {
                         [
                             ("ip_reassembly_failures", c.ip_reassembly_failures),
@@ -169,4 +178,44 @@ pub fn normalise(rec: &RunRecord, nfs: Option<&NfsResults>) -> Normalised {
         problems: r.problems.clone(),
     });
     Normalised { suite: rec.suite.clone(), status: rec.status, vms, nfs_read }
+}
+
+/// `same`, or e.g. `slower: median ratio in 2x–10x` — the verdict's word and the class
+/// of the median ratio (1.1–1.5, 1.5–2, 2–10, 10–100, over 100). The classes are wide on
+/// purpose: a client behind a fixed rate limit reads in the same time whether the
+/// machine is busy or not, but the baseline's time moves by up to 2× with the host's
+/// load, so a narrower class would flip between a quiet CI machine and a busy laptop.
+pub fn verdict_words(v: &crate::metrics::Verdict, median_ratio: f64) -> String {
+    use crate::metrics::Verdict;
+    let (word, r) = match v {
+        Verdict::Same => return "same".into(),
+        Verdict::Slower { .. } => ("slower", median_ratio),
+        Verdict::Faster { .. } => ("faster", 1.0 / median_ratio),
+    };
+    let class = match r {
+        r if r < 1.5 => "1.1x–1.5x",
+        r if r < 2.0 => "1.5x–2x",
+        r if r < 10.0 => "2x–10x",
+        r if r < 100.0 => "10x–100x",
+        _ => "over 100x",
+    };
+    format!("{word}: median ratio in {class}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Verdict;
+
+    #[test]
+    fn verdict_classes_double() {
+        assert_eq!(verdict_words(&Verdict::Same, 3.0), "same");
+        assert_eq!(verdict_words(&Verdict::Slower { low: 2.5, high: 3.5 }, 3.0), "slower: median ratio in 2x–10x");
+        assert_eq!(verdict_words(&Verdict::Slower { low: 4.5, high: 5.5 }, 5.0), "slower: median ratio in 2x–10x");
+        assert_eq!(verdict_words(&Verdict::Slower { low: 1.1, high: 1.3 }, 1.2), "slower: median ratio in 1.1x–1.5x");
+        assert_eq!(
+            verdict_words(&Verdict::Faster { low: 5.0, high: 6.0 }, 1.0 / 5.5),
+            "faster: median ratio in 2x–10x"
+        );
+    }
 }

@@ -42,7 +42,8 @@ fn run_suite(path: &Path) -> datatest_stable::Result<()> {
         plan.suite,
         report.outcome.record.error.as_deref().unwrap_or("")
     );
-    let normalised = vmrepro::snapshot::normalise(&report.outcome.record, report.nfs.as_ref());
+    let with_verdicts = plan.nfs_read.as_ref().is_some_and(|n| n.snapshot_verdicts);
+    let normalised = vmrepro::snapshot::normalise(&report.outcome.record, report.nfs.as_ref(), with_verdicts);
     let mut settings = insta::Settings::clone_current();
     settings.set_snapshot_path(root.join("snapshots"));
     settings.set_prepend_module_to_snapshot(false);

@@ -1,10 +1,13 @@
 //! The content-addressed artefact cache.
 //!
 //! Layout: `<root>/<kind>/<key>/` where `key` is the SHA-256 of every input of the
-//! recipe. Entries are built in `<root>/tmp/<random>/` and renamed into place only when
-//! complete, under an exclusive lock file `<root>/<kind>/<key>.lock`, so a failed or
-//! interrupted build (or a full disk) never leaves an entry that a later run would use,
-//! and two concurrent runs build an entry once.
+//! recipe. Entries are built in `<root>/tmp/<kind>-<key>-<random>/`, flushed to disk
+//! (`fsync` of every file, so a write error that the filesystem reports late, like a
+//! full disk, fails the build) and renamed into place only when complete, under an
+//! exclusive lock file `<root>/<kind>/<key>.lock`. So a failed or interrupted build (or
+//! a full or read-only disk) never leaves an entry that a later run would use, two
+//! concurrent runs build an entry once, and the leftovers of a build whose process was
+//! killed are removed by the next build of the same entry.
 //!
 //! The root is `$VMREPRO_CACHE_DIR`, else `$XDG_CACHE_HOME/vmrepro`, else
 //! `~/.cache/vmrepro`.
@@ -65,8 +68,10 @@ impl Cache {
     /// `build` fills the empty folder it is given; on success the folder is renamed
     /// into place, on error it is removed.
     ///
-    /// Errors: the cache folder can't be created or locked (e.g. read-only), or `build`
-    /// failed.
+    /// Errors ([`ImageError::Io`] naming the path): the cache folder can't be created or
+    /// locked (e.g. read-only), the build folder can't be created or flushed (e.g. disk
+    /// full); or whatever `build` returned. On error nothing is left in the cache but
+    /// the (empty) lock file.
     pub fn get_or_build(
         &self,
         kind: &str,
@@ -92,15 +97,29 @@ impl Cache {
         }
         let tmp_root = self.root.join("tmp");
         std::fs::create_dir_all(&tmp_root).map_err(ImageError::io("creating cache folder", &tmp_root))?;
+        // We hold the lock: any build folder of this entry is a killed build's leftover.
+        let prefix = format!("{kind}-{key}-");
+        if let Ok(rd) = std::fs::read_dir(&tmp_root) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
         let tmp = tempfile::Builder::new()
-            .prefix(&format!("{kind}-"))
+            .prefix(&prefix)
             .tempdir_in(&tmp_root)
             .map_err(ImageError::io("creating build folder", &tmp_root))?;
         build(tmp.path())?;
+        sync_tree(tmp.path())?;
         let built = tmp.keep();
         if let Err(e) = std::fs::rename(&built, &final_path) {
             let _ = std::fs::remove_dir_all(&built);
             return Err(ImageError::Io { what: "moving built entry into the cache", path: final_path, source: e });
+        }
+        // Make the rename itself durable; a failure here only risks a rebuild.
+        if let Ok(d) = File::open(&kind_dir) {
+            let _ = d.sync_all();
         }
         Ok((final_path, CacheOutcome::Built))
     }
@@ -127,6 +146,24 @@ impl Cache {
     }
 }
 
+/// `fsync`s every file and folder under `dir` (symlinks are not followed).
+///
+/// Errors: [`ImageError::Io`] naming the file that can't be flushed (e.g. disk full).
+fn sync_tree(dir: &Path) -> Result<(), ImageError> {
+    let rd = std::fs::read_dir(dir).map_err(ImageError::io("listing build folder", dir))?;
+    for e in rd {
+        let e = e.map_err(ImageError::io("listing build folder", dir))?;
+        let path = e.path();
+        let ft = e.file_type().map_err(ImageError::io("reading", &path))?;
+        if ft.is_dir() {
+            sync_tree(&path)?;
+        } else if ft.is_file() {
+            File::open(&path).and_then(|f| f.sync_all()).map_err(ImageError::io("writing to disk", &path))?;
+        }
+    }
+    File::open(dir).and_then(|f| f.sync_all()).map_err(ImageError::io("writing to disk", dir))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +187,20 @@ mod tests {
         assert_eq!(std::fs::read(p.join("f")).unwrap(), b"y");
         let (_, o) = cache.get_or_build("k", "abc", |_| panic!("must not rebuild")).unwrap();
         assert_eq!(o, CacheOutcome::Cached);
+    }
+
+    #[test]
+    fn a_killed_builds_leftovers_are_removed_by_the_next_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path().to_path_buf());
+        let stale = dir.path().join("tmp/k-abc-dead01");
+        std::fs::create_dir_all(&stale).unwrap();
+        std::fs::write(stale.join("half"), b"x").unwrap();
+        let other = dir.path().join("tmp/k-other-dead02");
+        std::fs::create_dir_all(&other).unwrap();
+        cache.get_or_build("k", "abc", |p| std::fs::write(p.join("f"), b"y").map_err(ImageError::io("w", p))).unwrap();
+        assert!(!stale.exists(), "the leftover of the same entry is removed");
+        assert!(other.exists(), "another entry's build folder is left alone (its build may be running)");
+        assert_eq!(cache.list().len(), 1);
     }
 }

@@ -1,9 +1,10 @@
 //! A running VM: owns its QEMU process (in its own process group, inside the suite's
 //! network namespace), its QMP and guest-agent connections, and knows its console log.
 //!
-//! Every wait is bounded and checks whether QEMU has already exited, so a guest that
-//! panics fails in about a second, not at the timeout. Shutdown escalates: QMP `quit`
-//! → SIGTERM to the process group → SIGKILL. Dropping a `Vm` kills the group.
+//! Every wait is bounded and races QEMU's exit, so a guest that panics, or a QEMU killed
+//! from outside, fails the wait at once, not at its timeout. Shutdown escalates: QMP
+//! `quit` → SIGTERM to the process group → SIGKILL, each with a bounded grace period
+//! ([`QUIT_GRACE`], [`TERM_GRACE`]). Dropping a `Vm` kills the group.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -18,6 +19,17 @@ use crate::net::Namespace;
 const POLL: Duration = Duration::from_millis(100);
 /// Console lines shown with a failure.
 pub const CONSOLE_TAIL_LINES: usize = 25;
+/// Longest wait for QMP's greeting and capability negotiation once its socket exists.
+const QMP_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait for one guest-agent `guest-sync` answer while booting (then retried).
+const QGA_SYNC_WAIT: Duration = Duration::from_secs(2);
+/// How long QEMU gets to exit after QMP `quit` (the command itself included).
+pub const QUIT_GRACE: Duration = Duration::from_secs(5);
+/// How long QEMU gets to exit after SIGTERM before SIGKILL.
+pub const TERM_GRACE: Duration = Duration::from_secs(3);
+/// How long a broken agent connection waits for QEMU's exit to be seen (the socket
+/// closes while QEMU dies, a moment before its exit status is available).
+const AGENT_LOSS_GRACE: Duration = Duration::from_secs(1);
 
 /// Failures of one VM.
 #[derive(Debug, thiserror::Error)]
@@ -31,11 +43,13 @@ pub enum VmError {
         source: std::io::Error,
     },
     /// QEMU exited while we were waiting on it (guest panic, QEMU error, killed).
-    #[error("VM {vm}: QEMU exited ({status}) {during}; QEMU said: {qemu_stderr}\nlast console lines:\n{console}")]
+    #[error("VM {vm}: QEMU exited ({status}) {during}{}; QEMU said: {}\nlast console lines:\n{console}",
+        if console.contains("Kernel panic") { " (the guest kernel panicked)" } else { "" },
+        if qemu_stderr.trim().is_empty() { "nothing" } else { qemu_stderr.as_str() })]
     Exited {
         /// VM name.
         vm: String,
-        /// Exit status text.
+        /// Exit status text, e.g. `exit status: 0` or `signal: 9 (SIGKILL)`.
         status: String,
         /// What we were waiting for.
         during: String,
@@ -141,13 +155,44 @@ impl Vm {
         }
         match self.exit {
             None => Ok(()),
-            Some(st) => Err(VmError::Exited {
-                vm: self.name.clone(),
-                status: st.to_string(),
-                during: during.to_string(),
-                qemu_stderr: tail(&std::fs::read_to_string(&self.stderr_log).unwrap_or_default(), 5),
-                console: self.console_tail(CONSOLE_TAIL_LINES),
-            }),
+            Some(st) => Err(self.exited(st, during)),
+        }
+    }
+
+    /// The [`VmError::Exited`] for exit status `st`.
+    fn exited(&self, st: std::process::ExitStatus, during: &str) -> VmError {
+        VmError::Exited {
+            vm: self.name.clone(),
+            status: st.to_string(),
+            during: during.to_string(),
+            qemu_stderr: tail(&std::fs::read_to_string(&self.stderr_log).unwrap_or_default(), 5),
+            console: self.console_tail(CONSOLE_TAIL_LINES),
+        }
+    }
+
+    /// The error for a wait that [`or_exit`] cut short.
+    fn exit_error(&mut self, st: std::io::Result<std::process::ExitStatus>, during: &str) -> VmError {
+        match st {
+            Ok(st) => {
+                self.exit = Some(st);
+                self.exited(st, during)
+            }
+            Err(e) => VmError::Agent { vm: self.name.clone(), source: e },
+        }
+    }
+
+    /// The error for a failed agent request: the agent's connection breaks a moment
+    /// before QEMU's exit is seen, so wait up to [`AGENT_LOSS_GRACE`] for QEMU to exit
+    /// and report that ([`VmError::Exited`]) rather than [`VmError::Agent`].
+    async fn agent_error(&mut self, source: std::io::Error, during: &str) -> VmError {
+        if self.exit.is_none() {
+            if let Ok(Ok(st)) = tokio::time::timeout(AGENT_LOSS_GRACE, self.child.wait()).await {
+                self.exit = Some(st);
+            }
+        }
+        match self.exit {
+            Some(st) => self.exited(st, during),
+            None => VmError::Agent { vm: self.name.clone(), source },
         }
     }
 
@@ -158,38 +203,61 @@ impl Vm {
     }
 
     /// Waits until the guest agent answers; returns how long it took from now.
+    ///
+    /// Errors: [`VmError::Exited`] as soon as QEMU exits (e.g. the guest kernel
+    /// panicked), [`VmError::BootTimeout`] after `timeout`.
     pub async fn wait_ready(&mut self, timeout: Duration) -> Result<Duration, VmError> {
+        const DURING: &str = "while booting";
         let start = Instant::now();
         let deadline = start + timeout;
         let mut attempt: i32 = 0;
         loop {
-            self.check_alive("while booting")?;
+            self.check_alive(DURING)?;
+            let left = deadline.saturating_duration_since(Instant::now());
             if self.qmp.is_none() && self.config.qmp_socket.exists() {
-                self.qmp = Qmp::connect(&self.config.qmp_socket).await.ok();
+                let connect =
+                    tokio::time::timeout(QMP_CONNECT_TIMEOUT.min(left), Qmp::connect(&self.config.qmp_socket));
+                match or_exit(&mut self.child, connect).await {
+                    Ok(r) => self.qmp = r.ok().and_then(Result::ok),
+                    Err(st) => return Err(self.exit_error(st, DURING)),
+                }
             }
             if self.config.qga_socket.exists() {
                 attempt += 1;
                 let id = (std::process::id() as i32).wrapping_mul(1000).wrapping_add(attempt) & 0x7fff_ffff;
-                let wait = Duration::from_secs(2).min(deadline.saturating_duration_since(Instant::now()));
-                if let Ok(Some(qga)) = Qga::try_connect(&self.config.qga_socket, wait, id).await {
-                    self.qga = Some(qga);
-                    return Ok(start.elapsed());
+                let wait = QGA_SYNC_WAIT.min(deadline.saturating_duration_since(Instant::now()));
+                // Bounded twice: the sync by `wait`, the connection by `wait` plus a second.
+                let connect =
+                    tokio::time::timeout(wait + POLL * 10, Qga::try_connect(&self.config.qga_socket, wait, id));
+                match or_exit(&mut self.child, connect).await {
+                    Ok(Ok(Ok(Some(qga)))) => {
+                        self.qga = Some(qga);
+                        return Ok(start.elapsed());
+                    }
+                    Ok(_) => {}
+                    Err(st) => return Err(self.exit_error(st, DURING)),
                 }
             }
             if Instant::now() >= deadline {
-                self.check_alive("while booting")?;
+                self.check_alive(DURING)?;
                 return Err(VmError::BootTimeout {
                     vm: self.name.clone(),
                     timeout,
                     console: self.console_tail(CONSOLE_TAIL_LINES),
                 });
             }
-            tokio::time::sleep(POLL).await;
+            if let Err(st) = or_exit(&mut self.child, tokio::time::sleep(POLL)).await {
+                return Err(self.exit_error(st, DURING));
+            }
         }
     }
 
     /// Runs `script` with `/bin/sh -c` in the guest (stdin from `stdin`), waiting up to
     /// `timeout`. `step` names it in errors.
+    ///
+    /// Errors: [`VmError::StepTimeout`] after `timeout` (the guest process is left
+    /// running; the caller shuts the VM down), [`VmError::Exited`] as soon as QEMU
+    /// exits, [`VmError::Agent`] if the agent connection fails.
     pub async fn exec(
         &mut self,
         step: &str,
@@ -199,54 +267,62 @@ impl Vm {
     ) -> Result<ExecResult, VmError> {
         let during = format!("during step {step}");
         self.check_alive(&during)?;
-        let name = self.name.clone();
-        let agent_err = |source| VmError::Agent { vm: name.clone(), source };
-        let qga = self.qga.as_ref().ok_or_else(|| agent_err(std::io::Error::other("not connected")))?;
         let deadline = Instant::now() + timeout;
+        let timed_out = |vm: &Vm| VmError::StepTimeout { vm: vm.name.clone(), step: step.into(), timeout };
+        let Some(qga) = self.qga.as_ref() else {
+            return Err(VmError::Agent { vm: self.name.clone(), source: std::io::Error::other("not connected") });
+        };
         let argv = ["-c".to_string(), script.to_string()];
         let spawn = tokio::time::timeout(timeout, qga.spawn("/bin/sh", &argv, stdin));
-        let pid = match spawn.await {
-            Ok(r) => r.map_err(agent_err)?,
-            Err(_) => return Err(VmError::StepTimeout { vm: self.name.clone(), step: step.into(), timeout }),
+        let pid = match or_exit(&mut self.child, spawn).await {
+            Ok(Ok(Ok(pid))) => pid,
+            Ok(Ok(Err(e))) => return Err(self.agent_error(e, &during).await),
+            Ok(Err(_)) => return Err(timed_out(self)),
+            Err(st) => return Err(self.exit_error(st, &during)),
         };
         loop {
-            self.check_alive(&during)?;
             let qga = self.qga.as_ref().expect("connected above");
             let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left.max(Duration::from_millis(1)), qga.status(pid)).await {
-                Ok(Ok(Some(r))) => return Ok(r),
-                Ok(Ok(None)) => {}
-                Ok(Err(e)) => {
-                    self.check_alive(&during)?;
-                    return Err(VmError::Agent { vm: self.name.clone(), source: e });
-                }
-                Err(_) => {}
+            let status = tokio::time::timeout(left.max(Duration::from_millis(1)), qga.status(pid));
+            match or_exit(&mut self.child, status).await {
+                Ok(Ok(Ok(Some(r)))) => return Ok(r),
+                Ok(Ok(Ok(None))) | Ok(Err(_)) => {}
+                Ok(Ok(Err(e))) => return Err(self.agent_error(e, &during).await),
+                Err(st) => return Err(self.exit_error(st, &during)),
             }
             if Instant::now() >= deadline {
-                return Err(VmError::StepTimeout { vm: self.name.clone(), step: step.into(), timeout });
+                return Err(timed_out(self));
             }
-            tokio::time::sleep(POLL).await;
+            if let Err(st) = or_exit(&mut self.child, tokio::time::sleep(POLL)).await {
+                return Err(self.exit_error(st, &during));
+            }
         }
     }
 
-    /// Stops the VM: QMP `quit`, then SIGTERM, then SIGKILL to its process group, each
-    /// with a short grace period. Always reaps QEMU.
+    /// Stops the VM: QMP `quit` (if QMP is connected) with [`QUIT_GRACE`], then SIGTERM
+    /// to its process group with [`TERM_GRACE`], then SIGKILL. Always reaps QEMU, so
+    /// when this returns no process of this VM is left; takes at most about 8 s.
     pub async fn shutdown(&mut self) -> Ending {
         self.qga = None;
         if self.exit.is_some() || matches!(self.child.try_wait(), Ok(Some(_))) {
             self.qmp = None;
-            let _ = self.child.wait().await;
+            if let Ok(st) = self.child.wait().await {
+                self.exit = Some(st);
+            }
             return Ending::AlreadyExited;
         }
         if let Some(qmp) = self.qmp.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(3), qmp.quit()).await;
-            if let Ok(Ok(st)) = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
+            let quit = async {
+                let _ = qmp.quit().await;
+                self.child.wait().await
+            };
+            if let Ok(Ok(st)) = tokio::time::timeout(QUIT_GRACE, quit).await {
                 self.exit = Some(st);
                 return Ending::Quit;
             }
         }
         self.signal(libc::SIGTERM);
-        if let Ok(Ok(st)) = tokio::time::timeout(Duration::from_secs(3), self.child.wait()).await {
+        if let Ok(Ok(st)) = tokio::time::timeout(TERM_GRACE, self.child.wait()).await {
             self.exit = Some(st);
             return Ending::Terminated;
         }
@@ -273,6 +349,19 @@ impl Drop for Vm {
             self.signal(libc::SIGKILL);
             let _ = self.child.start_kill();
         }
+    }
+}
+
+/// Awaits `fut` unless `child` exits first; then `Err` with its exit status. The exit is
+/// noticed at once (tokio's SIGCHLD handling), so no wait on a guest outlives its QEMU.
+async fn or_exit<T>(
+    child: &mut tokio::process::Child,
+    fut: impl std::future::Future<Output = T>,
+) -> Result<T, std::io::Result<std::process::ExitStatus>> {
+    tokio::select! {
+        biased;
+        st = child.wait() => Err(st),
+        r = fut => Ok(r),
     }
 }
 

@@ -213,13 +213,11 @@ fn explain(msg: &str, key: Option<&str>, line: Option<&str>) -> String {
 }
 
 impl SuiteFile {
-    /// Resolves a path from the suite against the suite file's folder.
+    /// Resolves a path from the suite against the suite file's folder; the result is
+    /// absolute (tools run in other folders, e.g. `patch` inside a kernel tree).
     pub fn resolve(&self, p: &Path) -> PathBuf {
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            self.dir.join(p)
-        }
+        let joined = if p.is_absolute() { p.to_path_buf() } else { self.dir.join(p) };
+        std::path::absolute(&joined).unwrap_or(joined)
     }
 
     /// Builds a located error for `key` (a key path), pointing at its value.

@@ -271,6 +271,11 @@ pub struct NfsReadSpec {
     /// Measure all clients at the same time instead of one after the other.
     #[serde(default)]
     pub concurrent: Option<bool>,
+    /// Put each client's verdict against the baseline into the suite's snapshot
+    /// (default true). Turn off where the clients' speeds are known to differ by less
+    /// than the noise (the verdict would then flip between runs).
+    #[serde(default)]
+    pub snapshot_verdicts: Option<bool>,
     /// Extra per-client settings, e.g. `tc` commands run before measuring.
     #[serde(default)]
     pub client_setup: BTreeMap<String, String>,

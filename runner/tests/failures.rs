@@ -1,0 +1,586 @@
+//! Failing guests, failing hosts and interrupted runs: each test boots real VMs (QEMU,
+//! Debian kernels, the bookworm rootfs, the private bridge) with a suite of
+//! `tests/fixtures/failing-suites/`, makes something fail, checks what the user sees
+//! (message, exit code, `run.json`, files kept), and ends with the leftovers checker
+//! (`common::Sandbox::assert_no_leftovers`): no QEMU, temp folder, socket, network
+//! namespace or tap of the run survives it.
+//!
+//! The tests run `vmrepro` itself (`CARGO_BIN_EXE_vmrepro`): exit codes and signals are
+//! part of what they check, and each run gets its own `TMPDIR`, so what it leaves behind
+//! is known to be its own. They take the VM lock one at a time (`common::vm_lock`, shared
+//! with `tests/suites.rs`), so `cargo test --test failures` runs one VM test at a time
+//! even though the harness runs tests in parallel threads.
+//!
+//! Needs what `tests/suites.rs` needs (QEMU, the images in the cache, namespaces), plus
+//! `unshare`/`nsenter` and tmpfs mounts in a private mount namespace for the cache tests.
+//! The pinned 5.10 kernel package is served from the cache by a local HTTP server
+//! standing in for the Debian archive, so those tests need no network.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::*;
+use nix::sys::signal::Signal;
+
+/// Longest any of these runs may take before the test gives up on it.
+const RUN_LIMIT: Duration = Duration::from_secs(240);
+
+/// Exit codes of `vmrepro` (README "Exit codes").
+const EXIT_OK: i32 = 0;
+const EXIT_INFRA: i32 = 3;
+const EXIT_INTERRUPTED: i32 = 130;
+
+fn assert_contains(haystack: &str, needle: &str, what: &str) {
+    assert!(haystack.contains(needle), "{what}: expected {needle:?} in:\n{haystack}");
+}
+
+/// The step output file of a `run.json` step, read from `run_dir`.
+fn step_stdout(run_dir: &Path, run: &serde_json::Value, vm_name: &str, step_name: &str) -> String {
+    let s = step(run, vm_name, step_name);
+    let rel = s["stdout"].as_str().unwrap_or_else(|| panic!("step {vm_name}/{step_name} has no stdout file: {s:#}"));
+    std::fs::read_to_string(run_dir.join(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"))
+}
+
+#[test]
+fn kernel_panic_at_boot_fails_in_seconds_with_the_console_tail() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("kernel-panic");
+    let fin = sb.run(sb.command(&fixture("kernel-panic")), RUN_LIMIT);
+
+    assert_eq!(fin.code, EXIT_INFRA, "a guest that panics is an infrastructure error; output:\n{}", fin.output);
+    assert!(
+        fin.took < Duration::from_secs(30),
+        "the panic must end the run in seconds, not at the 300 s boot timeout; took {:?}",
+        fin.took
+    );
+    assert_contains(&fin.output, "VM doomed: QEMU exited", "the error names the VM");
+    assert_contains(&fin.output, "(the guest kernel panicked)", "the error says the kernel panicked");
+    assert_contains(&fin.output, "last console lines:", "the error shows the console tail");
+    assert_contains(&fin.output, "Kernel panic - not syncing", "the console tail shows the panic");
+
+    let dir = sb.run_dir();
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(run["status"], "infrastructure_error");
+    assert_contains(run["error"].as_str().unwrap_or_default(), "Kernel panic", "run.json's error");
+    assert_eq!(vm(&run, "doomed")["ending"], "already_exited");
+    assert_eq!(step(&run, "doomed", "never-runs")["status"], "skipped");
+    let console = std::fs::read_to_string(dir.join("vms/doomed/console.log")).unwrap();
+    assert_contains(&console, "Kernel panic", "the console log is kept");
+    sb.assert_no_leftovers();
+}
+
+#[test]
+fn guest_agent_that_never_answers_is_a_boot_timeout() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("agent-never-up");
+    let fin = sb.run(sb.command(&fixture("agent-never-up")), RUN_LIMIT);
+
+    assert_eq!(fin.code, EXIT_INFRA, "output:\n{}", fin.output);
+    assert_contains(
+        &fin.output,
+        "VM mute: guest agent did not answer within boot_timeout (20s)",
+        "the error names the VM and the limit",
+    );
+    assert!(fin.took >= Duration::from_secs(20), "the run gave up before boot_timeout: {:?}", fin.took);
+    assert!(fin.took < Duration::from_secs(60), "the run must end soon after boot_timeout: {:?}", fin.took);
+
+    let run = read_json(&sb.run_dir().join("run.json"));
+    assert_eq!(run["status"], "infrastructure_error");
+    let ending = vm(&run, "mute")["ending"].as_str().unwrap_or_default().to_string();
+    assert!(
+        ["quit", "terminated", "killed"].contains(&ending.as_str()),
+        "QEMU was running and must be stopped: {ending}"
+    );
+    sb.assert_no_leftovers();
+}
+
+#[test]
+fn hanging_step_times_out_and_the_other_vm_is_shut_down() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("step-hangs");
+    let mut r = sb.spawn(sb.command(&fixture("step-hangs")));
+    let hang_started = r.wait_for_line("vm hangs: step hang running", RUN_LIMIT);
+    let fin = r.wait(RUN_LIMIT);
+
+    assert_eq!(fin.code, EXIT_INFRA, "a step timeout is an infrastructure error; output:\n{}", fin.output);
+    assert_contains(
+        &fin.output,
+        "VM hangs: step hang did not finish within its timeout (5s)",
+        "the error names the VM, the step and the limit",
+    );
+    let after = fin.ended - hang_started;
+    assert!(
+        after < Duration::from_secs(20),
+        "the run must end soon after the 5 s step timeout, with `other` shut down at once (not after its 90 s step); \
+         it ended {after:?} after the step started"
+    );
+
+    let dir = sb.run_dir();
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(run["status"], "infrastructure_error");
+    assert_eq!(step(&run, "hangs", "hello")["status"], "passed");
+    assert_eq!(step(&run, "hangs", "hang")["status"], "timed_out");
+    assert_eq!(step(&run, "hangs", "never-runs")["status"], "skipped");
+    assert_eq!(step(&run, "other", "hello")["status"], "passed");
+    let long = step(&run, "other", "long");
+    assert_eq!(long["status"], "cancelled", "the other VM's running step: {long:#}");
+    assert_contains(long["error"].as_str().unwrap_or_default(), "while this step ran", "why it was cancelled");
+    assert_eq!(step_stdout(&dir, &run, "hangs", "hello"), "hello from hangs\n", "finished steps are kept on disk");
+    assert_eq!(step_stdout(&dir, &run, "other", "hello"), "hello from other\n", "finished steps are kept on disk");
+    assert_eq!(vm(&run, "other")["ending"], "quit", "the other VM is shut down through QMP");
+    assert_eq!(vm(&run, "hangs")["ending"], "quit");
+    sb.assert_no_leftovers();
+}
+
+#[test]
+fn qemu_killed_from_outside_is_noticed_at_once() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("qemu-killed");
+    let mut r = sb.spawn(sb.command(&fixture("qemu-killed")));
+    r.wait_for_line("vm victim: step sleep running", RUN_LIMIT);
+    let victim = qemu_of(r.pid(), "victim").expect("the victim's QEMU is a child of vmrepro");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(victim.pid as i32), Signal::SIGKILL).unwrap();
+    let killed = Instant::now();
+    let fin = r.wait(RUN_LIMIT);
+
+    assert_eq!(fin.code, EXIT_INFRA, "output:\n{}", fin.output);
+    let noticed = fin.line_time("vm victim: step sleep error").expect("the step is reported as an error") - killed;
+    assert!(
+        noticed < Duration::from_secs(2),
+        "QEMU's death must be noticed at once, not at the 120 s step timeout: {noticed:?}"
+    );
+    assert!(fin.ended - killed < Duration::from_secs(15), "the run must end quickly: {:?}", fin.ended - killed);
+    assert_contains(&fin.output, "VM victim: QEMU exited (signal: 9 (SIGKILL)) during step sleep", "the error");
+
+    let dir = sb.run_dir();
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(run["status"], "infrastructure_error");
+    assert_eq!(vm(&run, "victim")["pid"], victim.pid, "run.json records the QEMU PID");
+    assert_eq!(vm(&run, "victim")["ending"], "already_exited");
+    assert_eq!(step(&run, "victim", "sleep")["status"], "error");
+    assert_eq!(vm(&run, "bystander")["ending"], "quit", "the other VM is shut down through QMP");
+    assert_eq!(step(&run, "bystander", "sleep")["status"], "cancelled");
+    assert_eq!(step_stdout(&dir, &run, "victim", "hello"), "hello from victim\n");
+    assert_eq!(step_stdout(&dir, &run, "bystander", "hello"), "hello from bystander\n");
+    sb.assert_no_leftovers();
+}
+
+/// How the interrupt tests deliver their signal.
+#[derive(Debug, Clone, Copy)]
+enum Delivery {
+    /// To the runner's process group, as a terminal's Ctrl-C does.
+    Group,
+    /// To the runner only, as `kill PID` does.
+    Process,
+}
+
+/// `sig` to `vmrepro run` while both VMs run their `sleep` step.
+fn interrupt_mid_step(sig: Signal, delivery: Delivery) {
+    let sb = Sandbox::new(&format!("interrupted-{}", sig.as_str().to_lowercase()));
+    let mut r = sb.spawn(sb.command(&fixture("interrupted")));
+    r.wait_for_line("vm alpha: step sleep running", RUN_LIMIT);
+    r.wait_for_line("vm bravo: step sleep running", RUN_LIMIT);
+    let qemus: Vec<Proc> = ["alpha", "bravo"].iter().map(|v| qemu_of(r.pid(), v).expect("a QEMU per VM")).collect();
+    match delivery {
+        Delivery::Group => r.signal_group(sig),
+        Delivery::Process => r.signal(sig),
+    }
+    let sent = Instant::now();
+    let fin = r.wait(RUN_LIMIT);
+
+    assert_eq!(fin.code, EXIT_INTERRUPTED, "{sig}: output:\n{}", fin.output);
+    assert!(fin.ended - sent < Duration::from_secs(15), "{sig}: the run must stop quickly: {:?}", fin.ended - sent);
+    for q in &qemus {
+        assert!(!Path::new(&format!("/proc/{}", q.pid)).exists(), "{sig}: QEMU {} survived: {}", q.pid, q.cmdline);
+    }
+    let dir = sb.run_dir();
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(run["status"], "interrupted", "{sig}: run.json: {run:#}");
+    assert_contains(run["error"].as_str().unwrap_or_default(), "interrupted", "run.json's note");
+    for v in ["alpha", "bravo"] {
+        assert_eq!(vm(&run, v)["ending"], "quit", "{sig}: VM {v} is shut down through QMP");
+        assert_eq!(step(&run, v, "hello")["status"], "passed");
+        assert_eq!(step_stdout(&dir, &run, v, "hello"), format!("hello from {v}\n"), "collected outputs are kept");
+        let s = step(&run, v, "sleep");
+        assert_eq!(s["status"], "cancelled", "{sig}: {s:#}");
+        assert_contains(s["error"].as_str().unwrap_or_default(), "interrupted", "why the step was cancelled");
+        assert!(dir.join(format!("vms/{v}/console.log")).is_file(), "the console log is kept");
+    }
+    sb.assert_no_leftovers();
+}
+
+#[test]
+fn sigint_mid_step_shuts_everything_down_and_keeps_the_results() {
+    let _lock = vm_lock();
+    interrupt_mid_step(Signal::SIGINT, Delivery::Group);
+}
+
+#[test]
+fn sigterm_mid_step_shuts_everything_down_and_keeps_the_results() {
+    let _lock = vm_lock();
+    interrupt_mid_step(Signal::SIGTERM, Delivery::Process);
+}
+
+#[test]
+fn a_qemu_that_ignores_quit_and_sigterm_is_killed() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("interrupted-hung-qemu");
+    let mut r = sb.spawn(sb.command(&fixture("interrupted")));
+    r.wait_for_line("vm alpha: step sleep running", RUN_LIMIT);
+    r.wait_for_line("vm bravo: step sleep running", RUN_LIMIT);
+    // A stopped process answers nothing and doesn't act on SIGTERM: only SIGKILL ends it.
+    let bravo = qemu_of(r.pid(), "bravo").expect("bravo's QEMU");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(bravo.pid as i32), Signal::SIGSTOP).unwrap();
+    r.signal(Signal::SIGTERM);
+    let sent = Instant::now();
+    let fin = r.wait(RUN_LIMIT);
+
+    assert_eq!(fin.code, EXIT_INTERRUPTED, "output:\n{}", fin.output);
+    let took = fin.ended - sent;
+    assert!(took < Duration::from_secs(15), "QMP quit, SIGTERM and SIGKILL are each bounded: {took:?}");
+    assert!(!Path::new(&format!("/proc/{}", bravo.pid)).exists(), "the stopped QEMU was killed");
+    let run = read_json(&sb.run_dir().join("run.json"));
+    assert_eq!(run["status"], "interrupted");
+    assert_eq!(vm(&run, "alpha")["ending"], "quit");
+    assert_eq!(vm(&run, "bravo")["ending"], "killed", "quit, then SIGTERM, then SIGKILL");
+    sb.assert_no_leftovers();
+}
+
+#[test]
+fn sigkill_to_the_runner_stops_its_vms_and_the_next_run_cleans_up() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("runner-killed");
+    let mut r = sb.spawn(sb.command(&fixture("interrupted")));
+    r.wait_for_line("vm alpha: step sleep running", RUN_LIMIT);
+    r.wait_for_line("vm bravo: step sleep running", RUN_LIMIT);
+    let qemus: Vec<Proc> = ["alpha", "bravo"].iter().map(|v| qemu_of(r.pid(), v).expect("a QEMU per VM")).collect();
+    r.signal(Signal::SIGKILL);
+    let fin = r.wait(RUN_LIMIT);
+    assert_eq!(fin.code, 128 + 9);
+
+    // QEMU and the namespace holder die with the runner (PR_SET_PDEATHSIG).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while qemus.iter().any(|q| Path::new(&format!("/proc/{}", q.pid)).exists()) {
+        assert!(Instant::now() < deadline, "QEMU outlived its killed runner: {qemus:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // What was collected is on disk; run.json says how far the run got.
+    let dir = sb.run_dir();
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(run["status"], "running", "the last progress record: {run:#}");
+    for v in ["alpha", "bravo"] {
+        assert_eq!(step(&run, v, "hello")["status"], "passed");
+        assert_eq!(step_stdout(&dir, &run, v, "hello"), format!("hello from {v}\n"));
+        assert_eq!(step(&run, v, "sleep")["status"], "running");
+    }
+    let ns = run["network_namespace"]["inode"].as_u64().expect("namespace recorded");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !holders_of_netns(ns).is_empty() {
+        assert!(Instant::now() < deadline, "the namespace outlived its killed runner: {:?}", holders_of_netns(ns));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Only the temp folder is left (nothing can remove it as the runner dies); the next
+    // run removes it.
+    let stale = PathBuf::from(run["temp_dir"].as_str().expect("temp folder recorded"));
+    assert!(stale.is_dir(), "expected the killed run's temp folder to be left");
+    let next = sb.run(sb.command(&fixture("kernel-panic")), RUN_LIMIT);
+    assert_eq!(next.code, EXIT_INFRA, "output:\n{}", next.output);
+    assert_contains(&next.output, &format!("removed {}", stale.display()), "the next run cleans up");
+    sb.assert_no_leftovers();
+}
+
+/// The user's real cache (where the images are).
+fn real_cache() -> PathBuf {
+    vmrepro::images::Cache::from_env().root().to_path_buf()
+}
+
+/// A stand-in Debian archive serving the pinned 5.10 package from the real cache (`None`
+/// if it isn't there: the runs then fetch from the host's archive).
+fn local_archive() -> Option<FileServer> {
+    let catalog = vmrepro::images::Catalog::load(&project_root().join("images")).expect("the project's images/");
+    let k = catalog.debian_kernel("5.10", vmrepro::images::DEFAULT_FLAVOUR).expect("5.10 is pinned");
+    let name = Path::new(&k.filename).file_name()?.to_string_lossy().into_owned();
+    let deb = real_cache().join("debs").join(&k.sha256).join(&name);
+    deb.is_file().then(|| FileServer::start(BTreeMap::from([(name, deb)])))
+}
+
+/// A cache folder for the cache tests: `dir` inside `ns`, holding only what makes the
+/// suite cheap to run once the cache is usable (a link to the real cache's rootfs
+/// entries, the remembered KVM probe); the kernel is what the test is about.
+fn seed_cache(ns: &MountNs, dir: &Path) {
+    ns.sh("ln", &["-s", &real_cache().join("rootfs").display().to_string(), &dir.join("rootfs").display().to_string()]);
+    let probe = real_cache().join("accel-probe.json");
+    if probe.is_file() {
+        ns.sh("cp", &[&probe.display().to_string(), &dir.display().to_string()]);
+    }
+}
+
+/// Complete entries of the cache at `dir` (seen from inside `ns`), the linked rootfs
+/// entries left out.
+fn own_entries(ns: &MountNs, dir: &Path) -> Vec<(String, String, PathBuf)> {
+    vmrepro::images::Cache::new(ns.path(dir)).list().into_iter().filter(|(kind, _, _)| kind != "rootfs").collect()
+}
+
+/// The cache at `dir` (inside `ns`) that failed: no complete entry, no build folder left.
+fn assert_cache_has_nothing_half_written(ns: &MountNs, dir: &Path) {
+    assert_eq!(own_entries(ns, dir), vec![], "a failed build must not leave a cache entry");
+    let tmp = ns.path(dir).join("tmp");
+    let left: Vec<_> = std::fs::read_dir(&tmp).into_iter().flatten().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "a failed build must not leave its build folder: {left:?}");
+}
+
+/// After the failure: the same cache folder, now usable, must give a passing run that
+/// builds (not reuses) the kernel.
+fn assert_later_run_with_a_good_cache_works(sb: &Sandbox, ns: &MountNs, cache_dir: &Path, mirror: Option<&str>) {
+    let mut cmd = sb.command(&fixture("cache-kernel-5-10"));
+    cmd.env("VMREPRO_CACHE_DIR", cache_dir);
+    if let Some(m) = mirror {
+        cmd.env("VMREPRO_DEBIAN_MIRROR", m);
+    }
+    let fin = sb.run(ns.wrap(&cmd), RUN_LIMIT);
+    assert_eq!(fin.code, EXIT_OK, "with a usable cache the suite must pass; output:\n{}", fin.output);
+    let dirs = sb.run_dirs();
+    let run = read_json(&dirs.last().expect("a run folder").join("run.json"));
+    let kernel = run["images"]
+        .as_array()
+        .and_then(|a| a.iter().find(|i| i["what"].as_str().unwrap_or_default().starts_with("kernel")))
+        .unwrap_or_else(|| panic!("no kernel image in run.json: {run:#}"))
+        .clone();
+    assert_eq!(kernel["outcome"], "built", "the kernel must be built afresh, not taken from a failed attempt");
+    let kinds: Vec<String> = own_entries(ns, cache_dir).into_iter().map(|(k, _, _)| k).collect();
+    assert_eq!(kinds, vec!["debs".to_string(), "kernel".to_string()], "complete entries now");
+}
+
+#[test]
+fn read_only_cache_dir_is_a_clear_error_and_leaves_no_entry() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("cache-read-only");
+    let archive = local_archive();
+    let mirror = archive.as_ref().map(|a| format!("{}/debian", a.url));
+    let ns = MountNs::new();
+    let cache_dir = sb.root.join("cache");
+    std::fs::create_dir_all(&cache_dir).unwrap();
+    // Root ignores permission bits: a read-only mount is what stops root.
+    ns.sh("mount", &["-t", "tmpfs", "-o", "ro,size=1m", "vmrepro-test-ro", &cache_dir.display().to_string()]);
+
+    let mut cmd = sb.command(&fixture("cache-kernel-5-10"));
+    cmd.env("VMREPRO_CACHE_DIR", &cache_dir);
+    if let Some(m) = &mirror {
+        cmd.env("VMREPRO_DEBIAN_MIRROR", m);
+    }
+    let fin = sb.run(ns.wrap(&cmd), RUN_LIMIT);
+    assert_eq!(fin.code, EXIT_INFRA, "output:\n{}", fin.output);
+    assert_contains(&fin.output, &cache_dir.display().to_string(), "the error names the cache path");
+    assert_contains(&fin.output, "Read-only file system", "the error says why");
+    let run = read_json(&sb.run_dir().join("run.json"));
+    assert_eq!(run["status"], "infrastructure_error");
+    assert_eq!(vms(&run).len(), 0, "nothing was booted");
+    assert_cache_has_nothing_half_written(&ns, &cache_dir);
+    sb.assert_no_leftovers();
+
+    ns.sh("mount", &["-o", "remount,rw,size=1g", &cache_dir.display().to_string()]);
+    seed_cache(&ns, &cache_dir);
+    assert_later_run_with_a_good_cache_works(&sb, &ns, &cache_dir, mirror.as_deref());
+    sb.assert_no_leftovers();
+}
+
+#[test]
+fn full_cache_disk_is_a_clear_error_and_leaves_no_entry() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("cache-disk-full");
+    let archive = local_archive();
+    let mirror = archive.as_ref().map(|a| format!("{}/debian", a.url));
+    let ns = MountNs::new();
+    let cache_dir = sb.root.join("cache");
+    std::fs::create_dir_all(&cache_dir).unwrap();
+    ns.sh("mount", &["-t", "tmpfs", "-o", "size=1m", "vmrepro-test-full", &cache_dir.display().to_string()]);
+    seed_cache(&ns, &cache_dir);
+
+    let mut cmd = sb.command(&fixture("cache-kernel-5-10"));
+    cmd.env("VMREPRO_CACHE_DIR", &cache_dir);
+    if let Some(m) = &mirror {
+        cmd.env("VMREPRO_DEBIAN_MIRROR", m);
+    }
+    let fin = sb.run(ns.wrap(&cmd), RUN_LIMIT);
+    assert_eq!(fin.code, EXIT_INFRA, "output:\n{}", fin.output);
+    assert_contains(&fin.output, &cache_dir.join("tmp").display().to_string(), "the error names the path");
+    assert_contains(&fin.output, "No space left on device", "the error says why");
+    let run = read_json(&sb.run_dir().join("run.json"));
+    assert_eq!(run["status"], "infrastructure_error");
+    assert_eq!(vms(&run).len(), 0, "nothing was booted");
+    assert_cache_has_nothing_half_written(&ns, &cache_dir);
+    sb.assert_no_leftovers();
+
+    ns.sh("mount", &["-o", "remount,size=1g", &cache_dir.display().to_string()]);
+    assert_later_run_with_a_good_cache_works(&sb, &ns, &cache_dir, mirror.as_deref());
+    sb.assert_no_leftovers();
+}
+
+#[test]
+fn two_runs_of_the_same_suite_at_once_share_nothing() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("concurrent");
+    let mut a = sb.spawn(sb.command(&fixture("concurrent")));
+    let mut b = sb.spawn(sb.command(&fixture("concurrent")));
+    // Watch both runs: at some moment both QEMUs must run, in different namespaces.
+    let mut both_seen: Option<(u64, u64)> = None;
+    let deadline = Instant::now() + RUN_LIMIT;
+    while !(a.try_done() && b.try_done()) && Instant::now() < deadline {
+        if both_seen.is_none() {
+            if let (Some(qa), Some(qb)) = (qemu_of(a.pid(), "solo"), qemu_of(b.pid(), "solo")) {
+                if let (Some(na), Some(nb)) = (netns_inode(qa.pid), netns_inode(qb.pid)) {
+                    both_seen = Some((na, nb));
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (fa, fb) = (a.wait(RUN_LIMIT), b.wait(RUN_LIMIT));
+    assert_eq!(fa.code, EXIT_OK, "first run; output:\n{}", fa.output);
+    assert_eq!(fb.code, EXIT_OK, "second run; output:\n{}", fb.output);
+    let (na, nb) = both_seen.expect("both runs' QEMUs ran at the same time");
+    assert_ne!(na, nb, "each run has its own network namespace");
+    assert!(na != sb.before.netns && nb != sb.before.netns, "no QEMU runs in the host's namespace");
+
+    let dirs = sb.run_dirs();
+    assert_eq!(dirs.len(), 2, "two run folders: {dirs:?}");
+    let runs: Vec<serde_json::Value> = dirs.iter().map(|d| read_json(&d.join("run.json"))).collect();
+    for r in &runs {
+        assert_eq!(r["status"], "passed");
+    }
+    assert_ne!(runs[0]["temp_dir"], runs[1]["temp_dir"], "each run has its own temp folder (sockets, overlays)");
+    assert_ne!(runs[0]["network_namespace"]["inode"], runs[1]["network_namespace"]["inode"]);
+    let recorded: Vec<u64> = runs.iter().map(|r| r["network_namespace"]["inode"].as_u64().unwrap()).collect();
+    let mut seen = vec![na, nb];
+    seen.sort();
+    let mut recorded_sorted = recorded.clone();
+    recorded_sorted.sort();
+    assert_eq!(seen, recorded_sorted, "run.json records the namespaces the QEMUs ran in");
+    sb.assert_no_leftovers();
+}
+
+#[test]
+fn guests_reach_only_their_bridge_and_the_runner_opens_no_port() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("isolation");
+    let host_listeners_before = listeners(std::process::id());
+    let mut r = sb.spawn(sb.command(&fixture("isolation")));
+    r.wait_for_line("vm probe: step hold running", RUN_LIMIT);
+
+    // While the VMs run: no listening TCP/UDP socket belongs to the runner or its
+    // children, in the host's namespace or in the run's own.
+    let family = family(r.pid());
+    let qemus: Vec<&Proc> = family.iter().filter(|p| p.cmdline.contains("process=vmrepro-")).collect();
+    assert_eq!(qemus.len(), 2, "two QEMUs run: {family:#?}");
+    let mut problems = Vec::new();
+    for p in &family {
+        let ours = socket_inodes(p.pid);
+        for l in listeners(p.pid) {
+            if ours.contains(&l.inode) {
+                problems.push(format!("process {} ({}) listens on {} {}", p.pid, p.cmdline, l.proto, l.local));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "the runner must open no listening port:\n{}", problems.join("\n"));
+    let new_host: Vec<Listener> =
+        listeners(std::process::id()).into_iter().filter(|l| !host_listeners_before.contains(l)).collect();
+    let all_ours: std::collections::BTreeSet<u64> = family.iter().flat_map(|p| socket_inodes(p.pid)).collect();
+    let ours_on_host: Vec<&Listener> = new_host.iter().filter(|l| all_ours.contains(&l.inode)).collect();
+    assert!(ours_on_host.is_empty(), "new listening sockets on the host are ours: {ours_on_host:?}");
+
+    // QMP and QGA sockets are in a 0700 folder of ours, inside the run's 0700 temp folder.
+    let uid = nix::unistd::geteuid().as_raw();
+    for q in &qemus {
+        let sockets: Vec<PathBuf> = q
+            .cmdline
+            .split_whitespace()
+            .filter(|a| a.starts_with("socket,"))
+            .filter_map(|a| a.split(',').find_map(|kv| kv.strip_prefix("path=")).map(PathBuf::from))
+            .collect();
+        assert_eq!(sockets.len(), 2, "QMP and QGA sockets in {}", q.cmdline);
+        for s in &sockets {
+            assert!(s.starts_with(&sb.tmp), "socket {} is in the run's temp folder", s.display());
+            let vm_dir = s.parent().unwrap();
+            let run_tmp = vm_dir.parent().unwrap();
+            for d in [vm_dir, run_tmp] {
+                assert_eq!(mode_and_owner(d), (0o700, uid), "{} must be 0700 and ours", d.display());
+            }
+            assert!(run_tmp.file_name().unwrap().to_string_lossy().starts_with("vmrepro-run-"));
+        }
+    }
+
+    let fin = r.wait(RUN_LIMIT);
+    assert_eq!(fin.code, EXIT_OK, "output:\n{}", fin.output);
+    let dir = sb.run_dir();
+    let run = read_json(&dir.join("run.json"));
+    // Routes: only the bridge subnet, no default route (IPv4 or IPv6).
+    let routes = step_stdout(&dir, &run, "probe", "routes");
+    let (v4, v6_default) = routes.split_once("--- ipv6 default:").expect("both parts");
+    let v4: Vec<&str> = v4.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(v4.len(), 1, "one IPv4 route: {routes}");
+    assert!(v4[0].starts_with("10.78.8.0/24 dev eth0"), "the only route is the bridge subnet: {routes}");
+    assert_eq!(v6_default.trim(), "", "no IPv6 default route: {routes}");
+    // The peer answers (the network works) …
+    assert_eq!(step(&run, "probe", "peer")["status"], "passed", "guests reach each other");
+    // … the would-be host address doesn't, and the outside is unreachable.
+    let gw = step_stdout(&dir, &run, "probe", "gateway");
+    assert!(!gw.contains("exit=0"), "nothing answers at 10.78.8.1: {gw}");
+    assert_contains(&gw, "0 received", "the ping to 10.78.8.1");
+    let outside = step_stdout(&dir, &run, "probe", "outside");
+    assert_eq!(outside.matches("Network is unreachable").count(), 2, "ping and connect() to 1.1.1.1: {outside}");
+    assert!(!outside.contains("exit=0"), "{outside}");
+    sb.assert_no_leftovers();
+}
+
+/// The leftovers checker is not vacuous: it reports each kind of leftover it looks for
+/// (except a new host network device, which this test won't create on a shared host).
+/// Boots no VM.
+#[test]
+fn the_leftovers_checker_reports_what_is_left() {
+    use std::os::unix::net::UnixListener;
+    let sb = Sandbox::new("leftovers-checker");
+    // A run folder whose run.json records a temp folder, a QEMU PID and a namespace.
+    let run_dir = sb.results.join("fake/20260101T000000Z");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let stale_tmp = sb.tmp.join("vmrepro-run-fake");
+    std::fs::create_dir_all(&stale_tmp).unwrap();
+    let _socket = UnixListener::bind(stale_tmp.join("qmp.sock")).unwrap();
+    // A process mentioning the sandbox, and one holding a network namespace of its own.
+    let mut mentions =
+        std::process::Command::new("sh").args(["-c", "sleep 30; :"]).arg(sb.root.join("qemu-like")).spawn().unwrap();
+    let mut in_ns = std::process::Command::new("unshare").args(["--net", "sleep", "30"]).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ino = loop {
+        match netns_inode(in_ns.id()) {
+            Some(i) if i != sb.before.netns => break i,
+            _ => assert!(Instant::now() < deadline, "unshare --net did not start"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let run = serde_json::json!({
+        "started": "fake",
+        "temp_dir": stale_tmp,
+        "network_namespace": { "holder_pid": in_ns.id(), "inode": ino },
+        "vms": [],
+    });
+    std::fs::write(run_dir.join("run.json"), run.to_string()).unwrap();
+
+    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sb.assert_no_leftovers()))
+        .expect_err("the checker must fail");
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    let _ = mentions.kill();
+    let _ = in_ns.kill();
+    let _ = (mentions.wait(), in_ns.wait());
+    for needle in [
+        &format!("process {} (parent {}) survived", mentions.id(), std::process::id()),
+        &format!("is not empty: [\"{}\"]", stale_tmp.display()),
+        &format!("the run's temp folder {} still exists", stale_tmp.display()),
+        &format!("a unix socket remains: {}", stale_tmp.join("qmp.sock").display()),
+        &format!("net:[{ino}] is still held by process {}", in_ns.id()),
+    ] {
+        assert_contains(&msg, needle, "the checker's report");
+    }
+}
