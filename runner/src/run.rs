@@ -311,7 +311,10 @@ pub async fn run(
         tokio::pin!(body);
         tokio::select! {
             r = &mut body => r.map(|()| false),
-            () = interrupt => Ok(true),
+            () = interrupt => {
+                crate::images::cancel_builds();
+                Ok(true)
+            }
         }
     };
     // Teardown, whatever happened above: every VM, then the namespace, then temp files.

@@ -239,25 +239,67 @@ impl Catalog {
     }
 }
 
-/// Runs an external tool, capturing its output; on failure returns [`ImageError::Tool`]
-/// with the last lines. `log`, if given, receives the full output.
+/// Set by [`cancel_builds`]; checked by every external tool run for images.
+static CANCELLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Stops image builds in progress: every external tool started by [`run_tool`] (and
+/// its children: it runs in its own process group) is killed within 100 ms and its
+/// build fails, so nothing half-built reaches the cache. Called when a run is
+/// interrupted.
+pub fn cancel_builds() {
+    CANCELLED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Runs an external tool in its own process group (killed with the runner:
+/// `PR_SET_PDEATHSIG`), capturing stdout and stderr (through a temp file, so a chatty
+/// tool can't block on a full pipe); on failure returns [`ImageError::Tool`] with the
+/// last lines. `log`, if given, receives the full output.
 pub(crate) fn run_tool(cmd: &mut std::process::Command, what: &str, log: Option<&Path>) -> Result<String, ImageError> {
+    use std::os::unix::process::CommandExt;
     use std::process::Stdio;
-    cmd.stdin(Stdio::null());
-    let out = cmd.output().map_err(|e| ImageError::Tool {
-        tool: what.to_string(),
-        status: format!("cannot start: {e}"),
-        tail: String::new(),
-    })?;
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    let fail = |status: String, tail: String| ImageError::Tool { tool: what.to_string(), status, tail };
+    let out = tempfile::tempfile().map_err(|e| fail(format!("cannot create output file: {e}"), String::new()))?;
+    let err = out.try_clone().map_err(|e| fail(format!("cannot create output file: {e}"), String::new()))?;
+    cmd.stdin(Stdio::null()).stdout(out.try_clone().map_err(|e| fail(e.to_string(), String::new()))?).stderr(err);
+    cmd.process_group(0);
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start: {e}"), String::new()))?;
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(|e| fail(e.to_string(), String::new()))? {
+            break st;
+        }
+        if CANCELLED.load(std::sync::atomic::Ordering::SeqCst) {
+            // SAFETY: signalling the process group we created for this child.
+            unsafe {
+                libc::kill(-(child.id() as i32), libc::SIGKILL);
+            }
+            let _ = child.wait();
+            return Err(fail("interrupted".into(), String::new()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut text = String::new();
+    {
+        use std::io::{Read, Seek};
+        let mut f = out;
+        let _ = f.seek(std::io::SeekFrom::Start(0));
+        let mut bytes = Vec::new();
+        let _ = f.read_to_end(&mut bytes);
+        text.push_str(&String::from_utf8_lossy(&bytes));
+    }
     if let Some(log) = log {
         let _ = std::fs::write(log, &text);
     }
-    if !out.status.success() {
+    if !status.success() {
         let lines: Vec<&str> = text.lines().collect();
         let tail = lines[lines.len().saturating_sub(15)..].join("\n");
-        return Err(ImageError::Tool { tool: what.to_string(), status: out.status.to_string(), tail });
+        return Err(fail(status.to_string(), tail));
     }
     Ok(text)
 }
