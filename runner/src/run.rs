@@ -158,6 +158,21 @@ pub struct VmRecord {
     pub qemu_cmdline: String,
     /// Steps in plan order.
     pub steps: Vec<StepRecord>,
+    /// Guest clock against the host's over the run (from `guest-get-time`).
+    pub clock: Option<ClockCheck>,
+}
+
+/// How the guest's clock kept time against the host's between the guest agent's first
+/// answer and the VM's last step. A too-lean kernel config (no stable clocksource)
+/// shows here as a drift of thousands of ppm.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClockCheck {
+    /// Host seconds between the two samples.
+    pub interval_s: f64,
+    /// Guest clock minus host clock at the first sample, seconds.
+    pub offset_s: f64,
+    /// (guest interval − host interval) / host interval, in parts per million.
+    pub drift_ppm: f64,
 }
 
 /// One image as recorded in `run.json`.
@@ -686,6 +701,7 @@ async fn execute(
             ending: None,
             console_log: format!("vms/{}/console.log", v.name),
             qemu_cmdline: format!("vms/{}/qemu-cmdline.txt", v.name),
+            clock: None,
             steps: v
                 .steps
                 .iter()
@@ -733,6 +749,7 @@ async fn execute(
             *t_boot_done.lock().expect("not poisoned") = Some(Instant::now());
             events(Event::VmReady { vm: vp.name.clone(), took });
             set_vm(&record, &vp.name, |v| v.boot_s = Some(took.as_secs_f64()));
+            let clock_start = vm.clock_sample().await;
             save_progress(dir, &record)?;
             tx.send_modify(|m| {
                 m.insert(vp.name.clone(), true);
@@ -809,6 +826,17 @@ async fn execute(
                         blocked = Some(format!("step {} did not pass", st.name));
                     }
                     Ok(_) => {}
+                }
+            }
+            if let (Some(a), Some(b)) = (clock_start, vm.clock_sample().await) {
+                let host = (b.host_ns - a.host_ns) as f64;
+                if host > 0.0 {
+                    let check = ClockCheck {
+                        interval_s: host / 1e9,
+                        offset_s: (a.guest_ns - a.host_ns) as f64 / 1e9,
+                        drift_ppm: ((b.guest_ns - a.guest_ns) as f64 - host) / host * 1e6,
+                    };
+                    set_vm(&record, &vp.name, |v| v.clock = Some(check));
                 }
             }
             Ok(())

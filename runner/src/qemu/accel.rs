@@ -81,7 +81,11 @@ pub async fn probe(kernel: &Path) -> AccelChoice {
     if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
         return tcg(format!("/dev/kvm: {e}"));
     }
-    let dir = match tempfile::Builder::new().prefix("vmrepro-kvm-probe-").permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700)).tempdir() {
+    let dir = match tempfile::Builder::new()
+        .prefix("vmrepro-kvm-probe-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+    {
         Ok(d) => d,
         Err(e) => return tcg(format!("cannot create probe folder: {e}")),
     };

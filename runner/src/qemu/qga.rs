@@ -72,6 +72,11 @@ impl Qga {
         Ok(r.pid)
     }
 
+    /// `guest-get-time`: the guest's wall clock, nanoseconds since the Unix epoch.
+    pub async fn time_ns(&self) -> std::io::Result<i64> {
+        self.service.execute(qga::guest_get_time {}).await.map_err(std::io::Error::from)
+    }
+
     /// Polls `guest-exec-status` once; `None` while the process runs.
     pub async fn status(&self, pid: i64) -> std::io::Result<Option<ExecResult>> {
         let s = self.service.execute(qga::guest_exec_status { pid }).await.map_err(std::io::Error::from)?;

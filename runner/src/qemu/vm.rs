@@ -102,6 +102,15 @@ pub struct Vm {
     exit: Option<std::process::ExitStatus>,
 }
 
+/// The guest's and the host's wall clocks at one moment, nanoseconds since the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockSample {
+    /// Host clock.
+    pub host_ns: i64,
+    /// Guest clock (`guest-get-time`).
+    pub guest_ns: i64,
+}
+
 /// How a VM ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -258,6 +267,18 @@ impl Vm {
     /// Errors: [`VmError::StepTimeout`] after `timeout` (the guest process is left
     /// running; the caller shuts the VM down), [`VmError::Exited`] as soon as QEMU
     /// exits, [`VmError::Agent`] if the agent connection fails.
+    /// Reads the guest's clock through the agent (bounded: 5 s), with the host's clock
+    /// taken halfway through the request. `None` if the agent doesn't answer.
+    pub async fn clock_sample(&self) -> Option<ClockSample> {
+        let qga = self.qga.as_ref()?;
+        let t0 = std::time::SystemTime::now();
+        let guest = tokio::time::timeout(Duration::from_secs(5), qga.time_ns()).await.ok()?.ok()?;
+        let t1 = std::time::SystemTime::now();
+        let half = t1.duration_since(t0).unwrap_or_default() / 2;
+        let host = (t0 + half).duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as i64;
+        Some(ClockSample { host_ns: host, guest_ns: guest })
+    }
+
     pub async fn exec(
         &mut self,
         step: &str,
