@@ -253,12 +253,20 @@ pub fn cancel_builds() {
 /// Runs an external tool in its own process group (killed with the runner:
 /// `PR_SET_PDEATHSIG`), capturing stdout and stderr (through a temp file, so a chatty
 /// tool can't block on a full pipe); on failure returns [`ImageError::Tool`] with the
-/// last lines. `log`, if given, receives the full output.
+/// last lines. `log`, if given, receives the output as it is written (appended, so
+/// `tail -f` shows a long build's progress).
 pub(crate) fn run_tool(cmd: &mut std::process::Command, what: &str, log: Option<&Path>) -> Result<String, ImageError> {
     use std::os::unix::process::CommandExt;
     use std::process::Stdio;
     let fail = |status: String, tail: String| ImageError::Tool { tool: what.to_string(), status, tail };
-    let out = tempfile::tempfile().map_err(|e| fail(format!("cannot create output file: {e}"), String::new()))?;
+    let out = match log {
+        Some(path) => {
+            let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path);
+            f.map_err(|e| fail(format!("cannot open log {}: {e}", path.display()), String::new()))?
+        }
+        None => tempfile::tempfile().map_err(|e| fail(format!("cannot create output file: {e}"), String::new()))?,
+    };
+    let start = out.metadata().map(|m| m.len()).unwrap_or(0);
     let err = out.try_clone().map_err(|e| fail(format!("cannot create output file: {e}"), String::new()))?;
     cmd.stdin(Stdio::null()).stdout(out.try_clone().map_err(|e| fail(e.to_string(), String::new()))?).stderr(err);
     cmd.process_group(0);
@@ -288,13 +296,10 @@ pub(crate) fn run_tool(cmd: &mut std::process::Command, what: &str, log: Option<
     {
         use std::io::{Read, Seek};
         let mut f = out;
-        let _ = f.seek(std::io::SeekFrom::Start(0));
+        let _ = f.seek(std::io::SeekFrom::Start(start));
         let mut bytes = Vec::new();
         let _ = f.read_to_end(&mut bytes);
         text.push_str(&String::from_utf8_lossy(&bytes));
-    }
-    if let Some(log) = log {
-        let _ = std::fs::write(log, &text);
     }
     if !status.success() {
         let lines: Vec<&str> = text.lines().collect();

@@ -83,16 +83,14 @@ impl SourceKernel {
             .find(|p| p.is_dir() && p.join("Makefile").is_file())
             .ok_or_else(|| ImageError::Kernel("the source package holds no kernel tree".into()))?;
         let log = out.join("build.log");
-        let mut log_text = String::new();
-        let mut step = |cmd: &mut Command, what: &str| -> Result<(), ImageError> {
+        let step = |cmd: &mut Command, what: &str| -> Result<(), ImageError> {
+            let _ = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, format!("### {what}\n").as_bytes()));
             cmd.current_dir(&tree);
-            let r = run_tool(cmd, what, None);
-            match &r {
-                Ok(t) => log_text.push_str(&format!("### {what}\n{t}\n")),
-                Err(e) => log_text.push_str(&format!("### {what}\n{e}\n")),
-            }
-            let _ = std::fs::write(&log, &log_text);
-            r.map(|_| ())
+            run_tool(cmd, what, Some(&log)).map(|_| ())
         };
         for p in &self.patches {
             step(
