@@ -105,6 +105,12 @@ pub enum StepKind {
     NfsReady,
     /// `nfs_read`: per-client setup (e.g. tc).
     NfsClientSetup,
+    /// `nfs_read`: an unmeasured read before the measured ones (same script; its
+    /// output is kept with the step but left out of the statistics).
+    NfsWarmup {
+        /// 1-based warm-up round.
+        round: u32,
+    },
     /// `nfs_read`: one measured read.
     NfsMeasure {
         /// 1-based repeat number.
@@ -176,6 +182,8 @@ pub struct NfsPlan {
     pub client_mount_options: std::collections::BTreeMap<String, String>,
     /// Repeats per client.
     pub repeat: u32,
+    /// Unmeasured warm-up reads per client, before the repeats.
+    pub warmup: u32,
     /// All clients at once.
     pub concurrent: bool,
     /// Verdicts go into the snapshot.
@@ -316,6 +324,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
         mount_options: n.mount_options.clone().unwrap_or_else(|| "defaults".into()),
         client_mount_options: n.client_mount_options.clone(),
         repeat: n.repeat.unwrap_or(1),
+        warmup: n.warmup.unwrap_or(0),
         concurrent: n.concurrent.unwrap_or(false),
         snapshot_verdicts: n.snapshot_verdicts.unwrap_or(true),
     };
@@ -357,10 +366,12 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
 
     let ready = Dependency { vm: n.server.clone(), step: Some(NFS_SERVER_READY_STEP.into()) };
     let mut previous: Option<Dependency> = None;
-    for r in 1..=plan.repeat {
+    for round in 1..=plan.warmup + plan.repeat {
+        let warmup = round <= plan.warmup;
+        let r = if warmup { round } else { round - plan.warmup };
         for c in &plan.clients {
             let vm = vms.iter_mut().find(|v| &v.name == c).expect("validated");
-            if r == 1 {
+            if round == 1 {
                 if let Some(setup) = n.client_setup.get(c) {
                     vm.steps.push(StepPlan {
                         name: "nfs-client-setup".into(),
@@ -378,7 +389,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
             if !plan.concurrent {
                 after.extend(previous.clone());
             }
-            let name = format!("nfs-read-{r}");
+            let name = if warmup { format!("nfs-warmup-{r}") } else { format!("nfs-read-{r}") };
             vm.steps.push(StepPlan {
                 name: name.clone(),
                 script: measure_script(&plan, c, server_addr),
@@ -386,7 +397,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
                 after,
                 timeout: step_timeout,
                 expect_exit: 0,
-                kind: StepKind::NfsMeasure { repeat: r },
+                kind: if warmup { StepKind::NfsWarmup { round: r } } else { StepKind::NfsMeasure { repeat: r } },
                 snapshot: false,
             });
             previous = Some(Dependency { vm: c.clone(), step: Some(name) });

@@ -97,6 +97,11 @@ pub struct NormClient {
     /// for the baseline, or when the suite turns verdicts off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict: Option<String>,
+    /// For UDP mounts: whether the loss counters moved during the reads (`0` or
+    /// `> 0`, summed over repeats): the signature of lost fragments — reassembly
+    /// failures and RPC retransmissions — without the run-to-run noise of the counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp_loss_signs: Option<std::collections::BTreeMap<String, &'static str>>,
     /// Counters that must be zero over TCP, summed over reads (only for TCP mounts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub zero_over_tcp: Option<std::collections::BTreeMap<String, Option<i64>>>,
@@ -161,6 +166,15 @@ pub fn normalise(rec: &RunRecord, nfs: Option<&NfsResults>, with_verdicts: bool)
                         .as_ref()
                         .filter(|_| with_verdicts)
                         .map(|x| verdict_words(&x.verdict, x.median_ratio)),
+                    udp_loss_signs: (c.mount.transport.as_deref() == Some("udp")).then(|| {
+                        [
+                            ("ip_reassembly_failures", c.ip_reassembly_failures),
+                            ("rpc_retransmissions", c.rpc_retransmissions),
+                        ]
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), if v.unwrap_or(0) > 0 { "> 0" } else { "0" }))
+                        .collect()
+                    }),
                     zero_over_tcp: tcp.then(|| {
                         [
                             ("ip_reassembly_failures", c.ip_reassembly_failures),

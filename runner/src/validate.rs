@@ -406,6 +406,9 @@ fn check_nfs(
             });
         }
     }
+    if let Some(w) = n.warmup {
+        range(errs, "nfs_read.warmup", w, &(0..=10), "reads");
+    }
     if let Some(r) = n.repeat {
         range(errs, "nfs_read.repeat", r, &limits::REPEAT, "");
     }

@@ -14,7 +14,7 @@ use super::initramfs::{write_archive, Member};
 use super::{run_tool, sha256_hex, Cache, ImageError, PinnedSource};
 
 /// Bumped when the way we build kernels changes.
-const SOURCE_FORMAT: &str = "vmrepro-source-kernel-v1";
+const SOURCE_FORMAT: &str = "vmrepro-source-kernel-v2";
 
 /// A kernel to build from source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +40,25 @@ impl SourceKernel {
         let cc = Command::new("gcc").arg("--version").output().map(|o| o.stdout).unwrap_or_default();
         m.extend(cc);
         Ok(sha256_hex(&m))
+    }
+
+    /// `-vmrepro`, plus `-<first patch's file stem>` (at most 40 characters) when
+    /// patched; appended to the release by `make LOCALVERSION=…`.
+    pub fn local_version(&self) -> String {
+        let mut v = String::from("-vmrepro");
+        if let Some(p) = self.patches.first() {
+            let stem: String = p
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+                .take(40)
+                .collect();
+            v.push('-');
+            v.push_str(&stem);
+        }
+        v
     }
 
     /// Short description for progress and results.
@@ -98,7 +117,13 @@ impl SourceKernel {
                 &format!("patch -p1 < {}", p.display()),
             )?;
         }
-        let make = || make_cmd(cache);
+        // `uname -r` tells the builds apart: 6.1.176-vmrepro, 6.1.176-vmrepro-<patch>.
+        let local_version = self.local_version();
+        let make = || {
+            let mut m = make_cmd(cache);
+            m.arg(format!("LOCALVERSION={local_version}"));
+            m
+        };
         step(make().arg("defconfig"), "make defconfig")?;
         step(make().arg("kvm_guest.config"), "make kvm_guest.config")?;
         let mut merge = Command::new("scripts/kconfig/merge_config.sh");

@@ -268,6 +268,11 @@ pub struct NfsReadSpec {
     /// fresh mount with dropped caches.
     #[serde(default)]
     pub repeat: Option<u32>,
+    /// Unmeasured warm-up reads per client before the measured ones (default 0), run
+    /// the same way (fresh mount, dropped caches); their output is kept but left out of
+    /// the statistics.
+    #[serde(default)]
+    pub warmup: Option<u32>,
     /// Measure all clients at the same time instead of one after the other.
     #[serde(default)]
     pub concurrent: Option<bool>,
