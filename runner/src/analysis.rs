@@ -256,14 +256,23 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
     let mut notes = Vec::new();
     let non_udp: Vec<&str> =
         clients.iter().filter(|c| c.mount.transport.as_deref() != Some("udp")).map(|c| c.vm.as_str()).collect();
-    let asked_udp = |c: &str| plan.mount_options_of(c).split(',').any(|o| o == "proto=udp" || o == "udp");
-    let non_udp: Vec<&str> = non_udp.into_iter().filter(|c| !asked_udp(c)).collect();
+    // Only clients that left the transport to negotiation: one that asked for TCP got it.
+    let chose_transport =
+        |c: &str| plan.mount_options_of(c).split(',').any(|o| o.starts_with("proto=") || o == "udp" || o == "tcp");
+    let non_udp: Vec<&str> = non_udp.into_iter().filter(|c| !chose_transport(c)).collect();
     if !non_udp.is_empty() {
         notes.push(format!(
             "mount options {:?}: {} negotiated NFS over {}. Debian's kernels are built with CONFIG_NFS_DISABLE_UDP_SUPPORT=y and cannot mount NFS over UDP, the transport of the report's 2003 setup; see the source-built kernel suites for UDP.",
             plan.mount_options,
             non_udp.join(", "),
-            clients.iter().filter_map(|c| c.mount.transport.clone()).collect::<std::collections::BTreeSet<_>>().into_iter().collect::<Vec<_>>().join("/")
+            clients
+                .iter()
+                .filter(|c| non_udp.contains(&c.vm.as_str()))
+                .filter_map(|c| c.mount.transport.clone())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join("/")
         ));
     }
     if plan.repeat < 3 {

@@ -143,7 +143,13 @@ impl Namespace {
         self.ip(&["link", "add", bridge, "type", "bridge", "stp_state", "0"])?;
         self.ip(&["link", "set", bridge, "mtu", &mtu, "up"])?;
         for tap in taps {
-            self.ip(&["tuntap", "add", "dev", tap, "mode", "tap"])?;
+            self.ip(&["tuntap", "add", "dev", tap, "mode", "tap"]).map_err(|e| match e {
+                NetError::Ip { args, output } if output.contains("Permission denied") => NetError::Ip {
+                    args,
+                    output: format!("{output} — /dev/net/tun is not usable by this user (Debian's default mode is 0666; here it is not)"),
+                },
+                e => e,
+            })?;
             self.ip(&["link", "set", tap, "mtu", &mtu, "master", bridge, "up"])?;
         }
         Ok(())
