@@ -44,6 +44,14 @@ fn run_suite(path: &Path) -> datatest_stable::Result<()> {
     );
     let with_verdicts = plan.nfs_read.as_ref().is_some_and(|n| n.snapshot_verdicts);
     let normalised = vmrepro::snapshot::normalise(&report.outcome.record, report.nfs.as_ref(), with_verdicts);
+    let snap_path = root.join("snapshots").join(format!("{}__result.snap", plan.suite));
+    let changes = explain_changes(&snap_path, &serde_yaml::to_value(&normalised)?);
+    if !changes.is_empty() {
+        eprintln!("suite {} differs from its snapshot {}:", plan.suite, snap_path.display());
+        for c in &changes {
+            eprintln!("  {c}");
+        }
+    }
     let mut settings = insta::Settings::clone_current();
     settings.set_snapshot_path(root.join("snapshots"));
     settings.set_prepend_module_to_snapshot(false);
@@ -58,6 +66,64 @@ fn run_suite(path: &Path) -> datatest_stable::Result<()> {
     );
     assert_eq!(report.checks_failed, 0, "suite {} result checks failed:\n{}", plan.suite, report.text);
     Ok(())
+}
+
+/// The differences between the stored snapshot and this run, one line each, in the
+/// suite's own terms: `client client-b: kernel_release: 6.1.0-50-cloud-amd64 →
+/// 5.10.0-32-cloud-amd64`, `client client-slow: verdict: same → slower: …`.
+fn explain_changes(snap: &Path, new: &serde_yaml::Value) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(snap) else { return vec![format!("no snapshot yet at {}", snap.display())] };
+    // An insta snapshot is a `---`-delimited header followed by the YAML value.
+    let body = text.splitn(3, "---\n").nth(2).unwrap_or("");
+    let Ok(old) = serde_yaml::from_str::<serde_yaml::Value>(body) else { return vec![] };
+    let mut out = Vec::new();
+    diff("", &old, new, &mut out);
+    out
+}
+
+fn label(v: &serde_yaml::Value) -> Option<String> {
+    let m = v.as_mapping()?;
+    if let Some(vm) = m.get("vm").and_then(|x| x.as_str()) {
+        return Some(format!("client {vm}"));
+    }
+    m.get("name").and_then(|x| x.as_str()).map(|n| n.to_string())
+}
+
+fn show(v: &serde_yaml::Value) -> String {
+    match v {
+        serde_yaml::Value::String(s) => s.clone(),
+        serde_yaml::Value::Null => "(none)".into(),
+        other => serde_yaml::to_string(other).unwrap_or_default().trim().replace('\n', " "),
+    }
+}
+
+fn diff(at: &str, old: &serde_yaml::Value, new: &serde_yaml::Value, out: &mut Vec<String>) {
+    use serde_yaml::Value;
+    let join = |k: &str| if at.is_empty() { k.to_string() } else { format!("{at}: {k}") };
+    match (old, new) {
+        (Value::Mapping(a), Value::Mapping(b)) => {
+            for (k, va) in a {
+                let key = join(&show(k));
+                match b.get(k) {
+                    Some(vb) => diff(&key, va, vb, out),
+                    None => out.push(format!("{key}: {} → (gone)", show(va))),
+                }
+            }
+            for (k, vb) in b {
+                if !a.contains_key(k) {
+                    out.push(format!("{}: (new) → {}", join(&show(k)), show(vb)));
+                }
+            }
+        }
+        (Value::Sequence(a), Value::Sequence(b)) if a.len() == b.len() => {
+            for (i, (va, vb)) in a.iter().zip(b).enumerate() {
+                let name = label(va).filter(|l| Some(l) == label(vb).as_ref()).unwrap_or_else(|| format!("[{i}]"));
+                diff(&join(&name), va, vb, out);
+            }
+        }
+        (a, b) if a != b => out.push(format!("{at}: {} → {}", show(a), show(b))),
+        _ => {}
+    }
 }
 
 datatest_stable::harness!(run_suite, "../suites", r"^.*\.yaml$");
