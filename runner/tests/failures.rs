@@ -371,17 +371,27 @@ fn assert_later_run_with_a_good_cache_works(sb: &Sandbox, ns: &MountNs, cache_di
     assert_eq!(kinds, vec!["debs".to_string(), "kernel".to_string()], "complete entries now");
 }
 
-#[test]
-fn read_only_cache_dir_is_a_clear_error_and_leaves_no_entry() {
+/// The cache tests' common run: the 5.10-kernel suite with `cache_dir` as its cache,
+/// inside `ns`. It must fail as an infrastructure error naming `path` and `reason`,
+/// boot nothing and leave nothing half-written; after `recover` (a remount) the same
+/// cache must give a passing run that builds the kernel afresh.
+fn cache_failure_then_recovery(name: &str, mount_opts: &str, path_in_error: &str, reason: &str, recover: &str) {
     let _lock = vm_lock();
-    let sb = Sandbox::new("cache-read-only");
+    let sb = Sandbox::new(name);
     let archive = local_archive();
     let mirror = archive.as_ref().map(|a| format!("{}/debian", a.url));
     let ns = MountNs::new();
     let cache_dir = sb.root.join("cache");
     std::fs::create_dir_all(&cache_dir).unwrap();
-    // Root ignores permission bits: a read-only mount is what stops root.
-    ns.sh("mount", &["-t", "tmpfs", "-o", "ro,size=1m", "vmrepro-test-ro", &cache_dir.display().to_string()]);
+    // Root ignores permission bits: a read-only (or tiny) mount is what stops root.
+    ns.sh(
+        "mount",
+        &["-t", "tmpfs", "-o", mount_opts, &format!("vmrepro-test-{name}"), &cache_dir.display().to_string()],
+    );
+    let writable = !mount_opts.split(',').any(|o| o == "ro");
+    if writable {
+        seed_cache(&ns, &cache_dir);
+    }
 
     let mut cmd = sb.command(&fixture("cache-kernel-5-10"));
     cmd.env("VMREPRO_CACHE_DIR", &cache_dir);
@@ -390,50 +400,30 @@ fn read_only_cache_dir_is_a_clear_error_and_leaves_no_entry() {
     }
     let fin = sb.run(ns.wrap(&cmd), RUN_LIMIT);
     assert_eq!(fin.code, EXIT_INFRA, "output:\n{}", fin.output);
-    assert_contains(&fin.output, &cache_dir.display().to_string(), "the error names the cache path");
-    assert_contains(&fin.output, "Read-only file system", "the error says why");
+    assert_contains(&fin.output, &cache_dir.join(path_in_error).display().to_string(), "the error names the path");
+    assert_contains(&fin.output, reason, "the error says why");
     let run = read_json(&sb.run_dir().join("run.json"));
     assert_eq!(run["status"], "infrastructure_error");
     assert_eq!(vms(&run).len(), 0, "nothing was booted");
     assert_cache_has_nothing_half_written(&ns, &cache_dir);
     sb.assert_no_leftovers();
 
-    ns.sh("mount", &["-o", "remount,rw,size=1g", &cache_dir.display().to_string()]);
-    seed_cache(&ns, &cache_dir);
+    ns.sh("mount", &["-o", recover, &cache_dir.display().to_string()]);
+    if !writable {
+        seed_cache(&ns, &cache_dir);
+    }
     assert_later_run_with_a_good_cache_works(&sb, &ns, &cache_dir, mirror.as_deref());
     sb.assert_no_leftovers();
 }
 
 #[test]
+fn read_only_cache_dir_is_a_clear_error_and_leaves_no_entry() {
+    cache_failure_then_recovery("cache-read-only", "ro,size=1m", "", "Read-only file system", "remount,rw,size=1g");
+}
+
+#[test]
 fn full_cache_disk_is_a_clear_error_and_leaves_no_entry() {
-    let _lock = vm_lock();
-    let sb = Sandbox::new("cache-disk-full");
-    let archive = local_archive();
-    let mirror = archive.as_ref().map(|a| format!("{}/debian", a.url));
-    let ns = MountNs::new();
-    let cache_dir = sb.root.join("cache");
-    std::fs::create_dir_all(&cache_dir).unwrap();
-    ns.sh("mount", &["-t", "tmpfs", "-o", "size=1m", "vmrepro-test-full", &cache_dir.display().to_string()]);
-    seed_cache(&ns, &cache_dir);
-
-    let mut cmd = sb.command(&fixture("cache-kernel-5-10"));
-    cmd.env("VMREPRO_CACHE_DIR", &cache_dir);
-    if let Some(m) = &mirror {
-        cmd.env("VMREPRO_DEBIAN_MIRROR", m);
-    }
-    let fin = sb.run(ns.wrap(&cmd), RUN_LIMIT);
-    assert_eq!(fin.code, EXIT_INFRA, "output:\n{}", fin.output);
-    assert_contains(&fin.output, &cache_dir.join("tmp").display().to_string(), "the error names the path");
-    assert_contains(&fin.output, "No space left on device", "the error says why");
-    let run = read_json(&sb.run_dir().join("run.json"));
-    assert_eq!(run["status"], "infrastructure_error");
-    assert_eq!(vms(&run).len(), 0, "nothing was booted");
-    assert_cache_has_nothing_half_written(&ns, &cache_dir);
-    sb.assert_no_leftovers();
-
-    ns.sh("mount", &["-o", "remount,size=1g", &cache_dir.display().to_string()]);
-    assert_later_run_with_a_good_cache_works(&sb, &ns, &cache_dir, mirror.as_deref());
-    sb.assert_no_leftovers();
+    cache_failure_then_recovery("cache-disk-full", "size=1m", "tmp", "No space left on device", "remount,size=1g");
 }
 
 #[test]
