@@ -1,0 +1,91 @@
+//! Fast tests (no VM): every suite in `suites/` compiles into a plan, snapshotted as
+//! `snapshots/plan__<suite>.snap` with the repository path redacted, and the QEMU
+//! command line built for one VM is snapshotted as `snapshots/qemu_args__tcg.snap`.
+//! A change in defaults, in the steps a scenario expands into, or in QEMU's
+//! arguments shows up here as a reviewable diff.
+
+use std::path::{Path, PathBuf};
+
+use vmrepro::qemu::args::{kernel_cmdline, qemu_args, shell_line, Accelerator, QemuConfig};
+
+fn root() -> PathBuf {
+    std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).expect("repo root")
+}
+
+fn settings() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path(root().join("snapshots"));
+    s.set_prepend_module_to_snapshot(false);
+    s.add_filter(&regex_escape(&root().display().to_string()), "[repo]");
+    s
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn every_suite_compiles_into_its_plan() {
+    let catalog = vmrepro::images::Catalog::load(&root().join("images")).expect("images/");
+    let mut seen = 0;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("suites"))
+        .expect("suites/")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    for path in files {
+        let file = vmrepro::spec::load_suite(&path).unwrap_or_else(|e| panic!("{e}"));
+        let plan = vmrepro::plan::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"));
+        // Every VM gets a step list; an nfs_read suite gives each client one measured
+        // read per repeat.
+        if let Some(n) = &plan.nfs_read {
+            for c in &n.clients {
+                let vm = plan.vms.iter().find(|v| &v.name == c).expect("client VM");
+                let reads =
+                    vm.steps.iter().filter(|s| matches!(s.kind, vmrepro::plan::StepKind::NfsMeasure { .. })).count();
+                assert_eq!(reads as u32, n.repeat, "{}: client {c}", plan.suite);
+            }
+        }
+        let name = format!("plan__{}", plan.suite);
+        settings().bind(|| insta::assert_yaml_snapshot!(name, plan));
+        seen += 1;
+    }
+    assert!(seen >= 2, "suites/ must hold the suites");
+}
+
+#[test]
+fn qemu_command_line_for_a_tcg_guest() {
+    let config = QemuConfig {
+        name: "alpha".into(),
+        memory_mib: 384,
+        cpus: 1,
+        accel: Accelerator::Tcg,
+        kernel: "/CACHE/kernel/KEY/vmlinuz".into(),
+        initrd: "/RUN/alpha/initrd.cpio".into(),
+        append: kernel_cmdline("alpha", "10.77.0.11/24", 1500, Some("quiet")),
+        root_overlay: "/RUN/alpha/root.qcow2".into(),
+        modules_disk: Some("/CACHE/kernel/KEY/modules.ext4".into()),
+        tap: "tap0".into(),
+        mac: vmrepro::net::mac_for("smoke", "alpha"),
+        qmp_socket: "/RUN/alpha/qmp.sock".into(),
+        qga_socket: "/RUN/alpha/qga.sock".into(),
+        console_log: "/RESULTS/vms/alpha/console.log".into(),
+    };
+    let args = qemu_args(&config);
+    assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"), "TCG guest: {args:?}");
+    assert!(args.contains(&"-nodefaults".to_string()) && args.contains(&"-no-reboot".to_string()));
+    assert!(args.iter().any(|a| a.contains("readonly=on")), "the modules disk is read-only");
+    settings().bind(|| {
+        insta::assert_snapshot!("qemu_args__tcg", shell_line("qemu-system-x86_64", &args).replace(" -", "\n  -"))
+    });
+}
