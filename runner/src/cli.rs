@@ -83,7 +83,9 @@ pub fn main() -> i32 {
     rt.block_on(dispatch(cli))
 }
 
-fn load_plan(path: &Path, images: Option<&Path>) -> Result<(crate::plan::Plan, Catalog), i32> {
+/// Loads, validates and compiles the suite at `path`; on error prints it and returns
+/// the exit code ([`exit::CONFIG_ERROR`]).
+pub(crate) fn load_plan(path: &Path, images: Option<&Path>) -> Result<(crate::plan::Plan, Catalog), i32> {
     let file = match crate::spec::load_suite(path) {
         Ok(f) => f,
         Err(e) => {

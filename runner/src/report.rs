@@ -111,34 +111,16 @@ pub async fn build_images(suites: &[PathBuf], images: Option<&Path>, cache: &Cac
     } else {
         let mut cat = None;
         for s in suites {
-            let file = match crate::spec::load_suite(s) {
-                Ok(f) => f,
-                Err(e) => {
-                    eprintln!("{e}");
-                    return exit::CONFIG_ERROR;
-                }
+            let (p, c) = match crate::cli::load_plan(s, images) {
+                Ok(pc) => pc,
+                Err(code) => return code,
             };
-            let c = match Catalog::locate(images, &file.dir).and_then(|d| Catalog::load(&d)) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return exit::CONFIG_ERROR;
+            for v in p.vms {
+                if !kernels.contains(&v.kernel) {
+                    kernels.push(v.kernel);
                 }
-            };
-            match crate::plan::compile(&file, &c) {
-                Ok(p) => {
-                    for v in p.vms {
-                        if !kernels.contains(&v.kernel) {
-                            kernels.push(v.kernel);
-                        }
-                        if !rootfs.contains(&v.rootfs) {
-                            rootfs.push(v.rootfs);
-                        }
-                    }
-                }
-                Err(e) => {
-                    eprintln!("{e}");
-                    return exit::CONFIG_ERROR;
+                if !rootfs.contains(&v.rootfs) {
+                    rootfs.push(v.rootfs);
                 }
             }
             cat = Some(c);

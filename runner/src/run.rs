@@ -514,10 +514,6 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), RunError> 
     std::fs::rename(&tmp, path).map_err(io_err("writing", path))
 }
 
-fn kernel_label(k: &KernelSource) -> String {
-    k.label()
-}
-
 async fn resolve_images(
     plan: &Plan,
     opts: &RunOptions,
@@ -553,7 +549,7 @@ async fn resolve_images(
     let rootfs_arts: Arc<Mutex<HashMap<String, RootfsArtifact>>> = Arc::default();
     let mut tasks = Vec::new();
     for k in kernels {
-        let (cache, arts, label) = (opts.cache.clone(), kernel_arts.clone(), kernel_label(&k));
+        let (cache, arts, label) = (opts.cache.clone(), kernel_arts.clone(), k.label());
         tasks.push(timed(
             label.clone(),
             Box::new(move || {
@@ -604,7 +600,7 @@ async fn execute(
     // Acceleration: probe once, with the first VM's kernel, if any VM may use KVM.
     let mut choice: Option<AccelChoice> = None;
     if plan.vms.iter().any(|v| v.accel != Accel::Tcg) {
-        let k = &kernels[&kernel_label(&plan.vms[0].kernel)];
+        let k = &kernels[&plan.vms[0].kernel.label()];
         let c = probe_cached(&k.image, &opts.cache.root().join("accel-probe.json")).await;
         if let Some(why) = &c.fallback_reason {
             if plan.vms.iter().any(|v| v.accel == Accel::Kvm) {
@@ -650,7 +646,7 @@ async fn execute(
         std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
             .create(&tdir)
             .map_err(io_err("creating VM temp folder", &tdir))?;
-        let kernel = &kernels[&kernel_label(&v.kernel)];
+        let kernel = &kernels[&v.kernel.label()];
         let rootfs = &rootfses[&v.rootfs];
         let overlay = tdir.join("root.qcow2");
         let out = std::process::Command::new("qemu-img")
@@ -690,7 +686,7 @@ async fn execute(
         std::fs::write(vdir.join("qemu-cmdline.txt"), format!("{cmdline}\n")).map_err(io_err("writing", &vdir))?;
         record.lock().expect("not poisoned").vms.push(VmRecord {
             name: v.name.clone(),
-            kernel: kernel_label(&v.kernel),
+            kernel: v.kernel.label(),
             kernel_release: kernel.release.clone(),
             address: cidr,
             mac: config.mac.clone(),
