@@ -79,6 +79,63 @@ pub struct ReadResult {
     pub metrics: Measurement,
     /// Every counter that changed during the read, `name → delta`.
     pub changed_counters: BTreeMap<String, i64>,
+    /// Counters absent before the read and present after it, `name → value after`
+    /// (`netstat -s` leaves out some counters while they are zero, e.g. the `Ip`
+    /// reassembly lines before the first fragment arrives).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub appeared_counters: BTreeMap<String, u64>,
+    /// What a seeded netem (`net.egress.seed`) did during this read, one entry per VM
+    /// with one: the same seed should give the same drops read after read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub netem: Vec<NetemReadStats>,
+}
+
+/// Packets a VM's netem passed and dropped during one read: the difference of its
+/// `tc -s qdisc show` counters (the `Sent … pkt (dropped …)` line of the netem qdisc)
+/// printed just before the read (by its reseed step) and just before the next read
+/// (or after the last one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetemReadStats {
+    /// VM whose egress netem this is.
+    pub vm: String,
+    /// Packets netem sent on (IP fragments count one each).
+    pub sent_packets: u64,
+    /// Packets netem dropped.
+    pub dropped_packets: u64,
+}
+
+/// The netem qdisc's `(packets sent, packets dropped)` from `tc -s qdisc show` output
+/// (iproute2 4.x–6.x: `qdisc netem …` then ` Sent B bytes P pkt (dropped D, …`).
+/// `None` when there is no netem qdisc or its counters line is missing.
+pub fn netem_counters(tc_stats: &str) -> Option<(u64, u64)> {
+    let mut lines = tc_stats.lines().skip_while(|l| !l.trim_start().starts_with("qdisc netem"));
+    lines.next()?;
+    let sent = lines.next()?.trim();
+    let words: Vec<&str> = sent.split_whitespace().collect();
+    let pkts = words.iter().position(|w| *w == "pkt").and_then(|i| i.checked_sub(1)).map(|i| words[i])?;
+    let dropped = words.iter().position(|w| *w == "(dropped").map(|i| words.get(i + 1))??;
+    Some((pkts.parse().ok()?, dropped.trim_end_matches(',').parse().ok()?))
+}
+
+/// For `client`'s read step `read_step`, each seeded VM's netem counters over the read.
+fn netem_over_read(rec: &RunRecord, client: &str, read_step: &str) -> Vec<NetemReadStats> {
+    let reseed = format!("net-reseed-{client}-{read_step}");
+    let mut out = Vec::new();
+    for vm in &rec.vms {
+        let Some(i) = vm.steps.iter().position(|s| s.name == reseed) else { continue };
+        let next = vm.steps[i + 1..].iter().find(|s| matches!(s.kind, StepKind::NetReseed | StepKind::NetStats));
+        let (Some(a), Some(b)) =
+            (netem_counters(&vm.steps[i].stdout_text), next.and_then(|n| netem_counters(&n.stdout_text)))
+        else {
+            continue;
+        };
+        out.push(NetemReadStats {
+            vm: vm.name.clone(),
+            sent_packets: b.0.saturating_sub(a.0),
+            dropped_packets: b.1.saturating_sub(a.1),
+        });
+    }
+    out
 }
 
 /// One client across its repeats.
@@ -204,7 +261,8 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
                 problems.push(format!("{c}: read {repeat}: read {bytes} bytes, expected {}", plan.file_bytes));
             }
             let metrics = Measurement::new(bytes, &time, &before, &after);
-            let changed = crate::metrics::delta(&before.counters(), &after.counters()).changed();
+            let deltas = crate::metrics::delta(&before.counters(), &after.counters());
+            let changed = deltas.changed();
             let raw_rel = format!("nfs/{c}/read-{repeat}.txt");
             let raw_path = dir.join(&raw_rel);
             std::fs::create_dir_all(raw_path.parent().expect("has parent"))?;
@@ -218,6 +276,8 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
                 mount: mount_info(text("mount").lines().next().unwrap_or("")),
                 metrics,
                 changed_counters: changed,
+                appeared_counters: deltas.only_after.clone(),
+                netem: netem_over_read(rec, c, &st.name),
             });
         }
         let elapsed: Vec<f64> = reads.iter().map(|r| r.metrics.elapsed_s).collect();
@@ -334,6 +394,23 @@ pub fn table(r: &NfsResults) -> String {
         "({} repeat(s) per client; counters are deltas over the reads, summed over repeats; MB = 10^6 bytes)",
         n
     );
+    for c in &r.clients {
+        let per_read: Vec<String> = c
+            .reads
+            .iter()
+            .flat_map(|rd| rd.netem.iter().map(|x| format!("{}/{}", x.dropped_packets, x.sent_packets)))
+            .collect();
+        if !per_read.is_empty() {
+            let seconds: Vec<String> = c.reads.iter().map(|rd| format!("{:.1}", rd.metrics.elapsed_s)).collect();
+            let _ = writeln!(
+                t,
+                "seeded loss, {}: netem dropped/sent per read {}; elapsed s {}",
+                c.vm,
+                per_read.join(" "),
+                seconds.join(" ")
+            );
+        }
+    }
     for note in &r.notes {
         let _ = writeln!(t, "note: {note}");
     }
@@ -346,6 +423,21 @@ pub fn table(r: &NfsResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_netem_counters_from_tc_stats() {
+        // iproute2 6.15 on Linux 6.12, as printed in a server VM of the UDP suites.
+        let out = "qdisc prio 1: root refcnt 2 bands 3 priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1
+ Sent 13573812 bytes 9640 pkt (dropped 0, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+qdisc netem 30: parent 1:3 limit 1000 loss 5% seed 2003
+ Sent 13573812 bytes 9598 pkt (dropped 518, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+";
+        assert_eq!(netem_counters(out), Some((9598, 518)));
+        assert_eq!(netem_counters("qdisc pfifo_fast 0: root refcnt 2\n Sent 1 bytes 1 pkt (dropped 0)"), None);
+        assert_eq!(netem_counters("qdisc netem 30: parent 1:3 limit 1000"), None);
+    }
 
     #[test]
     fn splits_sections_and_reads_mount_options() {

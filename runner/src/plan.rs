@@ -99,6 +99,10 @@ pub enum StepKind {
     },
     /// `net:` of the VM: tc/ethtool settings, printed back for the record.
     NetConditions,
+    /// `nfs_read`: reseeds the VM's seeded netem before a read (see [`reseed_script`]).
+    NetReseed,
+    /// `nfs_read`: the seeded netem's statistics after the last read.
+    NetStats,
     /// `nfs_read`: create the file with dd.
     NfsFile,
     /// `nfs_read`: record the server's state; clients wait for this.
@@ -187,7 +191,7 @@ pub struct NfsPlan {
     /// All clients at once.
     pub concurrent: bool,
     /// Verdicts go into the snapshot.
-    pub snapshot_verdicts: bool,
+    pub snapshot_verdicts: crate::spec::SnapshotVerdicts,
 }
 
 impl NfsPlan {
@@ -285,7 +289,14 @@ pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
             steps,
         });
     }
-    let nfs_read = s.nfs_read.as_ref().map(|n| expand_nfs(n, &mut vms, step_timeout));
+    let seeded_netems: Vec<(String, crate::spec::NetemSpec)> = s
+        .vms
+        .iter()
+        .filter_map(|v| {
+            v.net.as_ref()?.egress.as_ref().filter(|e| e.seed.is_some()).map(|e| (v.name.clone(), e.clone()))
+        })
+        .collect();
+    let nfs_read = s.nfs_read.as_ref().map(|n| expand_nfs(n, &mut vms, step_timeout, &seeded_netems));
     Ok(Plan {
         suite: s.name.clone(),
         suite_file: file.path.clone(),
@@ -309,7 +320,12 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Duration) -> NfsPlan {
+fn expand_nfs(
+    n: &crate::spec::NfsReadSpec,
+    vms: &mut [VmPlan],
+    step_timeout: Duration,
+    seeded_netems: &[(String, crate::spec::NetemSpec)],
+) -> NfsPlan {
     let export = n.export.trim_end_matches('/').to_string();
     let export = if export.is_empty() { "/".to_string() } else { export };
     let server_addr = vms.iter().find(|v| v.name == n.server).expect("validated").address;
@@ -326,7 +342,7 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
         repeat: n.repeat.unwrap_or(1),
         warmup: n.warmup.unwrap_or(0),
         concurrent: n.concurrent.unwrap_or(false),
-        snapshot_verdicts: n.snapshot_verdicts.unwrap_or(true),
+        snapshot_verdicts: n.snapshot_verdicts.unwrap_or_default(),
     };
 
     // Server: after its profile, make the file exactly as the report did, then record
@@ -365,6 +381,12 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
     server.steps.insert(pos + 1, ready_step);
 
     let ready = Dependency { vm: n.server.clone(), step: Some(NFS_SERVER_READY_STEP.into()) };
+    // VMs whose netem is seeded: reseeded before every read (sequential reads only).
+    let seeded: Vec<(String, String)> = if plan.concurrent {
+        vec![]
+    } else {
+        seeded_netems.iter().map(|(vm, e)| (vm.clone(), reseed_script(e))).collect()
+    };
     let mut previous: Option<Dependency> = None;
     for round in 1..=plan.warmup + plan.repeat {
         let warmup = round <= plan.warmup;
@@ -390,6 +412,24 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
                 after.extend(previous.clone());
             }
             let name = if warmup { format!("nfs-warmup-{r}") } else { format!("nfs-read-{r}") };
+            for (seeded_vm, script) in &seeded {
+                let reseed = format!("net-reseed-{c}-{name}");
+                let v = vms.iter_mut().find(|v| &v.name == seeded_vm).expect("validated");
+                v.steps.push(StepPlan {
+                    name: reseed.clone(),
+                    script: script.clone(),
+                    stdin: None,
+                    after: if seeded_vm == c { vec![] } else { previous.clone().into_iter().collect() },
+                    timeout: step_timeout,
+                    expect_exit: 0,
+                    kind: StepKind::NetReseed,
+                    snapshot: false,
+                });
+                if seeded_vm != c {
+                    after.push(Dependency { vm: seeded_vm.clone(), step: Some(reseed) });
+                }
+            }
+            let vm = vms.iter_mut().find(|v| &v.name == c).expect("validated");
             vm.steps.push(StepPlan {
                 name: name.clone(),
                 script: measure_script(&plan, c, server_addr),
@@ -402,6 +442,19 @@ fn expand_nfs(n: &crate::spec::NfsReadSpec, vms: &mut [VmPlan], step_timeout: Du
             });
             previous = Some(Dependency { vm: c.clone(), step: Some(name) });
         }
+    }
+    for (seeded_vm, _) in &seeded {
+        let v = vms.iter_mut().find(|v| &v.name == seeded_vm).expect("validated");
+        v.steps.push(StepPlan {
+            name: "net-stats".into(),
+            script: NETEM_STATS_SCRIPT.into(),
+            stdin: None,
+            after: previous.clone().into_iter().collect(),
+            timeout: step_timeout,
+            expect_exit: 0,
+            kind: StepKind::NetStats,
+            snapshot: false,
+        });
     }
     plan
 }
@@ -436,53 +489,86 @@ umount {mp} || exit 12
     )
 }
 
+/// netem's arguments for `e`, e.g. `delay 5ms 1ms loss random 1% seed 7`.
+fn netem_args(e: &crate::spec::NetemSpec) -> String {
+    let mut args = Vec::new();
+    if let Some(d) = &e.delay {
+        args.push(format!("delay {d}"));
+        if let Some(j) = &e.jitter {
+            args.push(j.clone());
+        }
+    }
+    if let Some(l) = &e.loss {
+        args.push(format!("loss random {l}"));
+    }
+    if let Some(r) = &e.reorder {
+        args.push(format!("reorder {r}"));
+    }
+    if let Some(d) = &e.duplicate {
+        args.push(format!("duplicate {d}"));
+    }
+    if let Some(r) = &e.rate {
+        args.push(format!("rate {r}"));
+    }
+    if let Some(l) = e.limit {
+        args.push(format!("limit {l}"));
+    }
+    if let Some(seed) = e.seed {
+        args.push(format!("seed {seed}"));
+    }
+    args.join(" ")
+}
+
+/// Prints the VM's qdiscs with their counters (`tc -s qdisc show`); the analysis takes
+/// each read's packets sent and dropped by netem from consecutive outputs.
+pub const NETEM_STATS_SCRIPT: &str = "tc -s qdisc show dev eth0";
+
+/// The guest script that reseeds a seeded netem (applied by [`net_script`]) before a
+/// read: it prints the qdisc's statistics so far (packets sent and dropped), then
+/// `tc qdisc change`s it with the same arguments, which restarts its generator
+/// (netem reseeds on every change that carries a seed, Linux >= 6.6).
+pub fn reseed_script(e: &crate::spec::NetemSpec) -> String {
+    let parent = if e.to.is_empty() && e.seed.is_none() { "root" } else { "parent 1:3 handle 30:" };
+    format!("set -e\n{NETEM_STATS_SCRIPT}\ntc qdisc change dev eth0 {parent} netem {}\n", netem_args(e))
+}
+
 /// The guest script applying `net:` (netem on egress, offloads) and printing the state
 /// that resulted (`tc qdisc show`, `ethtool -k`), which is kept with the results.
 ///
-/// With `egress.to`, netem sits under band 3 of a `prio` qdisc (all traffic is mapped
-/// to band 2) and `u32` filters send packets for those VMs' addresses to band 3.
+/// With `egress.to` or `egress.seed`, netem sits under band 3 of a `prio` qdisc (all
+/// traffic is mapped to band 2) and `u32` filters send IPv4 packets for those VMs'
+/// addresses (or, with only a seed, every IPv4 packet) to band 3. A seed the kernel
+/// ignores (Linux < 6.6) makes the script fail with exit status 3 and says so.
 pub fn net_script(n: &crate::spec::VmNetSpec, addresses: &std::collections::BTreeMap<String, Ipv4Addr>) -> String {
     let mut s = String::from("set -e\n");
     if n.offloads == Some(false) {
         s.push_str("ethtool -K eth0 tso off gso off gro off\n");
     }
     if let Some(e) = &n.egress {
-        let mut args = Vec::new();
-        if let Some(d) = &e.delay {
-            args.push(format!("delay {d}"));
-            if let Some(j) = &e.jitter {
-                args.push(j.clone());
-            }
-        }
-        if let Some(l) = &e.loss {
-            args.push(format!("loss random {l}"));
-        }
-        if let Some(r) = &e.reorder {
-            args.push(format!("reorder {r}"));
-        }
-        if let Some(d) = &e.duplicate {
-            args.push(format!("duplicate {d}"));
-        }
-        if let Some(r) = &e.rate {
-            args.push(format!("rate {r}"));
-        }
-        if let Some(l) = e.limit {
-            args.push(format!("limit {l}"));
-        }
-        if e.to.is_empty() {
-            s.push_str(&format!("tc qdisc replace dev eth0 root netem {}\n", args.join(" ")));
+        let args = netem_args(e);
+        if e.to.is_empty() && e.seed.is_none() {
+            s.push_str(&format!("tc qdisc replace dev eth0 root netem {args}\n"));
         } else {
             s.push_str(
                 "tc qdisc replace dev eth0 root handle 1: prio bands 3 priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1\n",
             );
-            s.push_str(&format!("tc qdisc add dev eth0 parent 1:3 handle 30: netem {}\n", args.join(" ")));
-            for vm in &e.to {
-                if let Some(a) = addresses.get(vm) {
-                    s.push_str(&format!(
-                        "tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst {a}/32 flowid 1:3\n"
-                    ));
-                }
+            s.push_str(&format!("tc qdisc add dev eth0 parent 1:3 handle 30: netem {args}\n"));
+            let destinations: Vec<String> = if e.to.is_empty() {
+                vec!["0.0.0.0/0".into()]
+            } else {
+                e.to.iter().filter_map(|vm| addresses.get(vm)).map(|a| format!("{a}/32")).collect()
+            };
+            for d in destinations {
+                s.push_str(&format!(
+                    "tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst {d} flowid 1:3\n"
+                ));
             }
+        }
+        if let Some(seed) = e.seed {
+            s.push_str(&format!(
+                "tc -d qdisc show dev eth0 | grep -q ' seed {seed}' || {{ echo \"netem on $(uname -r) ignored \
+                 'seed {seed}': seeded loss needs Linux >= 6.6 (and iproute2 >= 6.6) in this VM\" >&2; exit 3; }}\n"
+            ));
         }
     }
     s.push_str("tc qdisc show dev eth0 | sed 's/^/qdisc: /'\n");

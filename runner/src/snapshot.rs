@@ -108,7 +108,7 @@ pub struct NormClient {
 }
 
 /// Normalises a run (and its NFS results).
-pub fn normalise(rec: &RunRecord, nfs: Option<&NfsResults>, with_verdicts: bool) -> Normalised {
+pub fn normalise(rec: &RunRecord, nfs: Option<&NfsResults>, verdicts: crate::spec::SnapshotVerdicts) -> Normalised {
     let vms = rec
         .vms
         .iter()
@@ -161,11 +161,11 @@ pub fn normalise(rec: &RunRecord, nfs: Option<&NfsResults>, with_verdicts: bool)
                     reads: c.reads.len(),
                     bytes_read: bytes,
                     metrics_present: present,
-                    verdict: c
-                        .comparison
-                        .as_ref()
-                        .filter(|_| with_verdicts)
-                        .map(|x| verdict_words(&x.verdict, x.median_ratio)),
+                    verdict: c.comparison.as_ref().and_then(|x| match verdicts {
+                        crate::spec::SnapshotVerdicts::RatioClass => Some(verdict_words(&x.verdict, x.median_ratio)),
+                        crate::spec::SnapshotVerdicts::Direction => Some(verdict_direction(&x.verdict).into()),
+                        crate::spec::SnapshotVerdicts::None => None,
+                    }),
                     udp_loss_signs: (c.mount.transport.as_deref() == Some("udp")).then(|| {
                         [
                             ("ip_reassembly_failures", c.ip_reassembly_failures),
@@ -192,6 +192,16 @@ pub fn normalise(rec: &RunRecord, nfs: Option<&NfsResults>, with_verdicts: bool)
         problems: r.problems.clone(),
     });
     Normalised { suite: rec.suite.clone(), status: rec.status, vms, nfs_read }
+}
+
+/// `same`, `slower` or `faster`: the verdict without its ratio.
+pub fn verdict_direction(v: &crate::metrics::Verdict) -> &'static str {
+    use crate::metrics::Verdict;
+    match v {
+        Verdict::Same => "same",
+        Verdict::Slower { .. } => "slower",
+        Verdict::Faster { .. } => "faster",
+    }
 }
 
 /// `same`, or e.g. `slower: median ratio in 2x–10x` — the verdict's word and the class

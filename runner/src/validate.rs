@@ -680,6 +680,12 @@ fn check_netem(errs: &mut Vec<ValidationError>, k: &str, e: &crate::spec::NetemS
             message: "netem reorders only delayed packets: give `delay` too".into(),
         });
     }
+    if e.seed.is_some() && e.loss.is_none() && e.reorder.is_none() && e.duplicate.is_none() && e.jitter.is_none() {
+        errs.push(ValidationError::Rule {
+            key: format!("{k}.seed"),
+            message: "`seed` seeds netem's random loss, reordering, duplication or jitter: give one of them".into(),
+        });
+    }
     if e.jitter.is_some() && e.delay.is_none() {
         errs.push(ValidationError::Rule { key: format!("{k}.jitter"), message: "`jitter` needs `delay`".into() });
     }

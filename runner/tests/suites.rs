@@ -42,8 +42,8 @@ fn run_suite(path: &Path) -> datatest_stable::Result<()> {
         plan.suite,
         report.outcome.record.error.as_deref().unwrap_or("")
     );
-    let with_verdicts = plan.nfs_read.as_ref().is_some_and(|n| n.snapshot_verdicts);
-    let normalised = vmrepro::snapshot::normalise(&report.outcome.record, report.nfs.as_ref(), with_verdicts);
+    let verdicts = plan.nfs_read.as_ref().map(|n| n.snapshot_verdicts).unwrap_or_default();
+    let normalised = vmrepro::snapshot::normalise(&report.outcome.record, report.nfs.as_ref(), verdicts);
     let snap_path = root.join("snapshots").join(format!("{}__result.snap", plan.suite));
     let changes = explain_changes(&snap_path, &serde_yaml::to_value(&normalised)?);
     if !changes.is_empty() {

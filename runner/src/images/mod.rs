@@ -135,7 +135,11 @@ pub struct RootfsRecipe {
     pub distribution: String,
     /// mmdebstrap `--variant`.
     pub variant: String,
-    /// Packages to include.
+    /// Further suites of the same archive added to the sources, e.g.
+    /// `bookworm-backports`; a package is taken from one with apt's `pkg/suite` form.
+    #[serde(default)]
+    pub extra_suites: Vec<String>,
+    /// Packages to include (`name`, or `name/suite` for a package from an extra suite).
     pub packages: Vec<String>,
     /// Overlay folder copied over the rootfs, relative to `images/rootfs/`.
     pub overlay: PathBuf,

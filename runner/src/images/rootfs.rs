@@ -76,6 +76,9 @@ fn build(catalog: &Catalog, recipe: &RootfsRecipe, out: &Path) -> Result<(), Ima
         .arg(&recipe.distribution)
         .arg(&root)
         .arg(format!("deb {mirror} {} main", recipe.distribution));
+    for suite in &recipe.extra_suites {
+        mm.arg(format!("deb {mirror} {suite} main"));
+    }
     run_tool(&mut mm, "mmdebstrap", Some(&out.join("mmdebstrap.log")))?;
 
     let overlay = catalog.dir.join("rootfs").join(&recipe.overlay);

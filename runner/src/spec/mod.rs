@@ -130,6 +130,19 @@ pub struct VmSpec {
     pub steps: Vec<StepSpec>,
 }
 
+/// What of a verdict a suite's snapshot keeps (`nfs_read.snapshot_verdicts`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotVerdicts {
+    /// `slower: median ratio in 2x–10x` (see `snapshot::verdict_words`).
+    #[default]
+    RatioClass,
+    /// `slower`, `faster` or `same`.
+    Direction,
+    /// Nothing.
+    None,
+}
+
 /// Network conditions of one guest, applied with `tc` and `ethtool` on its `eth0`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -169,6 +182,13 @@ pub struct NetemSpec {
     /// Queue limit, packets (netem's default is 1000).
     #[serde(default)]
     pub limit: Option<u32>,
+    /// Seed of netem's pseudo-random generator (`tc … netem … seed N`, Linux >= 6.6 and
+    /// iproute2 >= 6.6; older kernels ignore it, which the runner detects and reports).
+    /// With a seed, netem sees only IPv4 packets (ARP and IPv6 bypass it, so background
+    /// traffic neither gets lost nor shifts the sequence), and it is reseeded before
+    /// every `nfs_read` read, so each read meets the same drop decisions packet by packet.
+    #[serde(default)]
+    pub seed: Option<u64>,
     /// Apply only to packets addressed to these VMs (a `prio` qdisc with `u32` filters
     /// on the destination address; every IP fragment carries it). Default: all packets.
     #[serde(default)]
@@ -276,11 +296,12 @@ pub struct NfsReadSpec {
     /// Measure all clients at the same time instead of one after the other.
     #[serde(default)]
     pub concurrent: Option<bool>,
-    /// Put each client's verdict against the baseline into the suite's snapshot
-    /// (default true). Turn off where the clients' speeds are known to differ by less
-    /// than the noise (the verdict would then flip between runs).
+    /// How much of each client's verdict against the baseline goes into the suite's
+    /// snapshot (default `ratio_class`). `direction` keeps only same/slower/faster, for
+    /// suites whose ratio is known to straddle a class boundary from run to run; `none`
+    /// keeps no verdict, where the clients differ by less than the noise.
     #[serde(default)]
-    pub snapshot_verdicts: Option<bool>,
+    pub snapshot_verdicts: Option<SnapshotVerdicts>,
     /// Extra per-client settings, e.g. `tc` commands run before measuring.
     #[serde(default)]
     pub client_setup: BTreeMap<String, String>,
