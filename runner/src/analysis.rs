@@ -15,7 +15,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::metrics::{compare, summarize, Comparison, Measurement, Snapshot, Summary};
-use crate::parse::{gnutime, netstat, nfsstat};
+use crate::parse::{gnutime, mountstats, netstat, nfsstat};
 use crate::plan::{NfsPlan, StepKind, SECTION_MARKER};
 use crate::run::{RunRecord, StepStatus};
 
@@ -84,6 +84,11 @@ pub struct ReadResult {
     /// reassembly lines before the first fragment arrives).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub appeared_counters: BTreeMap<String, u64>,
+    /// The READ operation's RPC statistics over the `cat`, from `/proc/self/mountstats`
+    /// before and after it: operations, transmissions (retransmissions included), major
+    /// timeouts and the summed queue, RTT and execute milliseconds. `None` when either
+    /// side could not be read.
+    pub rpc_read: Option<crate::parse::mountstats::OpStats>,
     /// What a seeded netem (`net.egress.seed`) did during this read, one entry per VM
     /// with one: the same seed should give the same drops read after read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -256,6 +261,10 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
                     problems.push(format!("{c}: read {repeat}: could not parse {what}"));
                 }
             }
+            let op_read = |sec: &str| {
+                mountstats::parse(text(sec), &plan.mount_point).ok().and_then(|m| m.ops.get("READ").copied())
+            };
+            let rpc_read = op_read("mountstats").zip(op_read("before-mountstats")).map(|(a, b)| a.since(&b));
             let bytes: u64 = text("bytes").trim().parse().unwrap_or(0);
             if bytes != plan.file_bytes {
                 problems.push(format!("{c}: read {repeat}: read {bytes} bytes, expected {}", plan.file_bytes));
@@ -277,6 +286,7 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
                 metrics,
                 changed_counters: changed,
                 appeared_counters: deltas.only_after.clone(),
+                rpc_read,
                 netem: netem_over_read(rec, c, &st.name),
             });
         }
@@ -395,6 +405,21 @@ pub fn table(r: &NfsResults) -> String {
         n
     );
     for c in &r.clients {
+        let stats: Vec<_> = c.reads.iter().filter_map(|rd| rd.rpc_read).filter(|s| s.ops > 0).collect();
+        if c.mount.transport.as_deref() == Some("udp") && !stats.is_empty() {
+            let per = |f: &dyn Fn(&crate::parse::mountstats::OpStats) -> String| {
+                stats.iter().map(f).collect::<Vec<_>>().join(" ")
+            };
+            let _ = writeln!(
+                t,
+                "RPC READ (mountstats), {}: retransmissions {}; major timeouts {}; mean RTT ms {}; mean execute ms {}",
+                c.vm,
+                per(&|s| (s.transmissions.saturating_sub(s.ops)).to_string()),
+                per(&|s| s.major_timeouts.to_string()),
+                per(&|s| format!("{:.1}", s.rtt_ms as f64 / s.ops as f64)),
+                per(&|s| format!("{:.1}", s.execute_ms as f64 / s.ops as f64)),
+            );
+        }
         let per_read: Vec<String> = c
             .reads
             .iter()

@@ -461,7 +461,8 @@ fn expand_nfs(
 
 /// The client-side script of one measured read. Between fresh mount and unmount it
 /// runs the report's four commands (`uname -r`, `/usr/bin/time cat FILE > /dev/null`,
-/// `netstat -s`, `nfsstat`), preceded by the counters before the read and followed by
+/// `netstat -s`, `nfsstat`), preceded by the counters before the read (and
+/// `/proc/self/mountstats` around it, for per-operation RPC statistics) and followed by
 /// what the mount negotiated. Each output starts with a [`SECTION_MARKER`] line.
 pub fn measure_script(p: &NfsPlan, client: &str, server: Ipv4Addr) -> String {
     let mp = shell_quote(&p.mount_point);
@@ -476,10 +477,12 @@ sync; echo 3 > /proc/sys/vm/drop_caches
 sec mount; grep " {mp_raw} " /proc/mounts
 sec before-netstat; netstat -s
 sec before-nfsstat; nfsstat
+sec before-mountstats; cat /proc/self/mountstats
 sec uname; uname -r
 sec time; /usr/bin/time cat {file} 2>&1 > /dev/null
 sec netstat; netstat -s
 sec nfsstat; nfsstat
+sec mountstats; cat /proc/self/mountstats
 sec bytes; wc -c < {file}
 umount {mp} || exit 12
 "#,

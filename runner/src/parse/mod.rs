@@ -15,6 +15,7 @@
 //! | GNU `time` (default format, 1.7 and 1.9) | [`gnutime`] | [`GnuTime`] |
 //! | `netstat -s` (net-tools 1.60 and 2.10) | [`netstat`] | [`NetstatS`] |
 //! | `nfsstat` (nfs-utils 1.0.x and 2.6.x) | [`nfsstat`] | [`Nfsstat`] |
+//! | `/proc/self/mountstats` (RPC iostats 1.0/1.1, Linux 2.6.17 on) | [`mountstats`] | [`Mountstats`] |
 //!
 //! Common rules for all parsers:
 //!
@@ -33,10 +34,12 @@
 //! [`crate::metrics`], not of this module.
 
 pub mod gnutime;
+pub mod mountstats;
 pub mod netstat;
 pub mod nfsstat;
 
 pub use gnutime::GnuTime;
+pub use mountstats::Mountstats;
 pub use netstat::NetstatS;
 pub use nfsstat::{ClientRpc, Nfsstat};
 
@@ -53,6 +56,8 @@ pub enum Tool {
     Netstat,
     /// `nfsstat` from nfs-utils, see [`nfsstat`].
     Nfsstat,
+    /// `/proc/self/mountstats`, see [`mountstats`].
+    Mountstats,
 }
 
 impl fmt::Display for Tool {
@@ -61,6 +66,7 @@ impl fmt::Display for Tool {
             Tool::GnuTime => "GNU time",
             Tool::Netstat => "netstat -s",
             Tool::Nfsstat => "nfsstat",
+            Tool::Mountstats => "/proc/self/mountstats",
         })
     }
 }
