@@ -419,7 +419,7 @@ fn expand_nfs(
                     name: reseed.clone(),
                     script: script.clone(),
                     stdin: None,
-                    after: if seeded_vm == c { vec![] } else { previous.clone().into_iter().collect() },
+                    after: previous.clone().into_iter().collect(),
                     timeout: step_timeout,
                     expect_exit: 0,
                     kind: StepKind::NetReseed,
@@ -546,6 +546,10 @@ pub fn net_script(n: &crate::spec::VmNetSpec, addresses: &std::collections::BTre
     let mut s = String::from("set -e\n");
     if n.offloads == Some(false) {
         s.push_str("ethtool -K eth0 tso off gso off gro off\n");
+        // TCP builds GSO super-packets even with gso off (Linux >= 4.17 turns GSO on for
+        // every TCP socket and segments in software after the qdisc); one segment per
+        // skb is the only way netem sees, and drops, single TCP segments.
+        s.push_str("ip link set dev eth0 gso_max_segs 1\n");
     }
     if let Some(e) = &n.egress {
         let args = netem_args(e);
@@ -577,5 +581,6 @@ pub fn net_script(n: &crate::spec::VmNetSpec, addresses: &std::collections::BTre
     s.push_str("tc qdisc show dev eth0 | sed 's/^/qdisc: /'\n");
     s.push_str("tc filter show dev eth0 | sed 's/^/filter: /'\n");
     s.push_str("ethtool -k eth0 | grep -E '^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload):' | sed 's/^/offload /'\n");
+    s.push_str("ip -d link show dev eth0 | grep -o 'gso_max_segs [0-9]*' | sed 's/^/offload /'\n");
     s
 }

@@ -249,6 +249,15 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
                     pattern: "lowercase letters, digits, '-' and '_'",
                 });
             }
+            if st.name == "net-conditions" || st.name == "net-stats" || st.name.starts_with("net-reseed-") {
+                errs.push(ValidationError::Rule {
+                    key: format!("{sk}.name"),
+                    message: format!(
+                        "{:?} is reserved for the steps the runner adds (net-conditions, net-reseed-*, net-stats)",
+                        st.name
+                    ),
+                });
+            }
             if !step_names.insert(st.name.as_str()) {
                 errs.push(ValidationError::Duplicate {
                     key: format!("{sk}.name"),
@@ -407,7 +416,7 @@ fn check_nfs(
         }
     }
     if let Some(w) = n.warmup {
-        range(errs, "nfs_read.warmup", w, &(0..=10), "reads");
+        range(errs, "nfs_read.warmup", w, &(0..=10), " reads");
     }
     if let Some(r) = n.repeat {
         range(errs, "nfs_read.repeat", r, &limits::REPEAT, "");
@@ -422,11 +431,29 @@ fn check_nfs(
             });
         }
     }
+    if n.concurrent == Some(true) {
+        for v in &s.vms {
+            if v.net.as_ref().and_then(|x| x.egress.as_ref()).is_some_and(|e| e.seed.is_some()) {
+                errs.push(ValidationError::Rule {
+                    key: "nfs_read.concurrent".into(),
+                    message: format!(
+                        "VM {} has a seeded netem, which is reseeded before each read; \
+                         concurrent reads would share one drop sequence in no fixed order",
+                        v.name
+                    ),
+                });
+            }
+        }
+    }
     if let Some(m) = &n.mount_point {
-        if !m.starts_with('/') || m.contains("..") || m.contains(char::is_whitespace) {
+        if !m.starts_with('/')
+            || m.contains("..")
+            || m.contains(char::is_whitespace)
+            || (m.len() > 1 && m.ends_with('/'))
+        {
             errs.push(ValidationError::Rule {
                 key: "nfs_read.mount_point".into(),
-                message: format!("{m:?} must be an absolute path without '..' or spaces"),
+                message: format!("{m:?} must be an absolute path without '..', spaces or a trailing '/'"),
             });
         }
     }

@@ -21,7 +21,7 @@
 //! A per-op line is `NAME: ops transmissions major_timeouts bytes_sent bytes_received
 //! queue_ms rtt_ms execute_ms [errors]` (cumulative since the mount; `errors` since
 //! Linux 5.3). `transmissions - ops` is the number of retransmissions of that
-//! operation; `major_timeouts` counts requests that reached a major timeout.
+//! operation; `major_timeouts` sums the major timeouts of its requests.
 //!
 //! Only the block of the mount at the given mount point is read. Its other lines are
 //! kept as `label → rest of line`; lines of that block that fit no known shape are kept
@@ -40,13 +40,16 @@ pub struct OpStats {
     pub ops: u64,
     /// Transmissions, retransmissions included.
     pub transmissions: u64,
-    /// Requests that reached a major timeout.
+    /// Major timeouts, summed over the requests (`tk_timeouts`: a request can count
+    /// several).
     pub major_timeouts: u64,
     /// Bytes sent, headers included.
     pub bytes_sent: u64,
     /// Bytes received, headers included.
     pub bytes_received: u64,
-    /// Milliseconds spent queued before the first transmission, summed.
+    /// Milliseconds from the request's start to its *last* transmission, summed: time
+    /// queued for a slot or the congestion window, plus the retransmission timeouts
+    /// waited before the transmission that got the reply.
     pub queue_ms: u64,
     /// Milliseconds between the last transmission and the reply, summed.
     pub rtt_ms: u64,
@@ -83,7 +86,7 @@ pub struct Mountstats {
     /// Per-operation statistics by operation name (`READ`, `GETATTR`, …).
     pub ops: BTreeMap<String, OpStats>,
     /// Other labelled lines of the block (`opts`, `age`, `xprt`, `events`, …), `label →
-    /// value` as printed.
+    /// value` as printed (several `xprt:` lines, with `nconnect`, joined by ` | `).
     pub other: BTreeMap<String, String>,
     /// Lines of the block that fit no known shape, trimmed.
     pub unknown: Vec<String>,
@@ -98,7 +101,8 @@ pub fn parse(text: &str, mount_point: &str) -> Result<Mountstats, ParseError> {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let Some(first) = lines.first() else { return Err(ParseError::Empty { tool: Tool::Mountstats }) };
     let wanted = format!(" mounted on {mount_point} with fstype nfs");
-    let Some(start) = lines.iter().position(|l| l.starts_with("device ") && l.contains(&wanted)) else {
+    // The last block on that path: a mount stacked over an older one is listed after it.
+    let Some(start) = lines.iter().rposition(|l| l.starts_with("device ") && l.contains(&wanted)) else {
         return Err(ParseError::NotRecognised {
             tool: Tool::Mountstats,
             lines: lines.len(),
@@ -112,6 +116,8 @@ pub fn parse(text: &str, mount_point: &str) -> Result<Mountstats, ParseError> {
         ..Mountstats::default()
     };
     let mut in_ops = false;
+    // With `nconnect` there is one `xprt:` line per connection: keep them all.
+    let mut xprts = Vec::new();
     for line in &lines[start + 1..] {
         if line.starts_with("device ") {
             break;
@@ -146,9 +152,14 @@ pub fn parse(text: &str, mount_point: &str) -> Result<Mountstats, ParseError> {
                 }
                 _ => out.unknown.push(t.to_string()),
             }
+        } else if label.trim() == "xprt" {
+            xprts.push(rest.trim().to_string());
         } else {
             out.other.insert(label.trim().to_string(), rest.trim().to_string());
         }
+    }
+    if !xprts.is_empty() {
+        out.other.insert("xprt".into(), xprts.join(" | "));
     }
     Ok(out)
 }

@@ -150,9 +150,11 @@ pub struct VmNetSpec {
     /// `netem` on the guest's egress (packets *leaving* this VM), as the root qdisc.
     #[serde(default)]
     pub egress: Option<NetemSpec>,
-    /// `false` turns TSO, GSO and GRO off on `eth0` (with them on, netem drops whole
-    /// TCP super-packets but single UDP fragments, so "1 % loss" means different
-    /// things for TCP and UDP). Default: the kernel's defaults (on).
+    /// `false` turns TSO, GSO and GRO off on `eth0` (ethtool) and sets the device's
+    /// `gso_max_segs` to 1 (`ip link`; Linux >= 4.17 builds TCP super-packets even with
+    /// GSO off). With them on, netem drops whole TCP super-packets but single UDP
+    /// fragments, so "1 % loss" means different things for TCP and UDP. Default: the
+    /// kernel's defaults (on).
     #[serde(default)]
     pub offloads: Option<bool>,
 }
@@ -186,7 +188,8 @@ pub struct NetemSpec {
     /// iproute2 >= 6.6; older kernels ignore it, which the runner detects and reports).
     /// With a seed, netem sees only IPv4 packets (ARP and IPv6 bypass it, so background
     /// traffic neither gets lost nor shifts the sequence), and it is reseeded before
-    /// every `nfs_read` read, so each read meets the same drop decisions packet by packet.
+    /// every sequential `nfs_read` read, so the n-th packet of each read meets the same
+    /// drop decision (with `concurrent: true` a seed is refused).
     #[serde(default)]
     pub seed: Option<u64>,
     /// Apply only to packets addressed to these VMs (a `prio` qdisc with `u32` filters
