@@ -492,6 +492,12 @@ umount {mp} || exit 12
     )
 }
 
+/// Whether netem sits behind the `prio` qdisc and `u32` filters (with `to` or `seed`)
+/// rather than as the root qdisc: [`net_script`] builds it, [`reseed_script`] changes it.
+fn netem_is_filtered(e: &crate::spec::NetemSpec) -> bool {
+    !e.to.is_empty() || e.seed.is_some()
+}
+
 /// netem's arguments for `e`, e.g. `delay 5ms 1ms loss random 1% seed 7`.
 fn netem_args(e: &crate::spec::NetemSpec) -> String {
     let mut args = Vec::new();
@@ -531,7 +537,7 @@ pub const NETEM_STATS_SCRIPT: &str = "tc -s qdisc show dev eth0";
 /// `tc qdisc change`s it with the same arguments, which restarts its generator
 /// (netem reseeds on every change that carries a seed, Linux >= 6.6).
 pub fn reseed_script(e: &crate::spec::NetemSpec) -> String {
-    let parent = if e.to.is_empty() && e.seed.is_none() { "root" } else { "parent 1:3 handle 30:" };
+    let parent = if netem_is_filtered(e) { "parent 1:3 handle 30:" } else { "root" };
     format!("set -e\n{NETEM_STATS_SCRIPT}\ntc qdisc change dev eth0 {parent} netem {}\n", netem_args(e))
 }
 
@@ -553,7 +559,7 @@ pub fn net_script(n: &crate::spec::VmNetSpec, addresses: &std::collections::BTre
     }
     if let Some(e) = &n.egress {
         let args = netem_args(e);
-        if e.to.is_empty() && e.seed.is_none() {
+        if !netem_is_filtered(e) {
             s.push_str(&format!("tc qdisc replace dev eth0 root netem {args}\n"));
         } else {
             s.push_str(
