@@ -51,7 +51,7 @@ pub struct ServerResult {
     pub profile: BTreeMap<String, String>,
 }
 
-/// What a client's mount negotiated, from `/proc/mounts`.
+/// What a client's mount negotiated, from `/proc/mounts`, and its read-ahead.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MountInfo {
     /// `vers=` (e.g. `3`, `4.2`).
@@ -62,6 +62,9 @@ pub struct MountInfo {
     pub rsize: Option<u64>,
     /// `wsize=`, bytes.
     pub wsize: Option<u64>,
+    /// Read-ahead of the mount in force during the read, KiB, from
+    /// `/sys/class/bdi/<device>/read_ahead_kb` (the `read-ahead` section).
+    pub read_ahead_kb: Option<u64>,
     /// The whole options field.
     pub options: String,
 }
@@ -192,7 +195,10 @@ pub fn sections(stdout: &str) -> BTreeMap<String, String> {
 }
 
 /// Parses the options field of a `/proc/mounts` line.
-pub fn mount_info(line: &str) -> MountInfo {
+///
+/// `line` is the mount's `/proc/mounts` line; `read_ahead` the content of its
+/// `read_ahead_kb` file (`None` or unparsable: not recorded).
+pub fn mount_info(line: &str, read_ahead: Option<&str>) -> MountInfo {
     let options = line.split_whitespace().nth(3).unwrap_or_default().to_string();
     let get = |k: &str| options.split(',').find_map(|o| o.strip_prefix(k).map(str::to_string));
     MountInfo {
@@ -200,7 +206,30 @@ pub fn mount_info(line: &str) -> MountInfo {
         transport: get("proto="),
         rsize: get("rsize=").and_then(|v| v.parse().ok()),
         wsize: get("wsize=").and_then(|v| v.parse().ok()),
+        read_ahead_kb: read_ahead.and_then(|v| v.trim().parse().ok()),
         options,
+    }
+}
+
+/// Whether the read-ahead in force (`mount.read_ahead_kb`) differs from what the suite
+/// set (`wanted`, KiB): a message for the results' problems, or `None` when the suite
+/// set nothing or the kernel took the value.
+fn read_ahead_problem(wanted: Option<u32>, mount: &MountInfo) -> Option<String> {
+    let kb = wanted?;
+    (mount.read_ahead_kb != Some(u64::from(kb))).then(|| match mount.read_ahead_kb {
+        Some(got) => format!("read-ahead is {got} KiB, the suite set {kb}"),
+        None => format!("read-ahead was not recorded, the suite set {kb} KiB"),
+    })
+}
+
+/// Throughput for the table: one decimal from 1 MB/s up, two significant digits below
+/// (a lossy read of a few MB runs at hundredths of a MB/s, which `{:.1}` prints as 0.0).
+fn fmt_mb_s(v: f64) -> String {
+    if v >= 1.0 || v == 0.0 {
+        format!("{v:.1}")
+    } else {
+        let decimals = (1 - v.log10().floor() as i32).max(1) as usize;
+        format!("{v:.decimals$}")
     }
 }
 
@@ -269,6 +298,11 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
             if bytes != plan.file_bytes {
                 problems.push(format!("{c}: read {repeat}: read {bytes} bytes, expected {}", plan.file_bytes));
             }
+            let mount =
+                mount_info(text("mount").lines().next().unwrap_or(""), sec.get("read-ahead").map(String::as_str));
+            if let Some(p) = read_ahead_problem(plan.read_ahead_kb, &mount) {
+                problems.push(format!("{c}: read {repeat}: {p}"));
+            }
             let metrics = Measurement::new(bytes, &time, &before, &after);
             let deltas = crate::metrics::delta(&before.counters(), &after.counters());
             let changed = deltas.changed();
@@ -282,7 +316,7 @@ pub fn analyse(plan: &NfsPlan, rec: &RunRecord, dir: &Path) -> std::io::Result<N
             reads.push(ReadResult {
                 repeat,
                 raw: raw_rel,
-                mount: mount_info(text("mount").lines().next().unwrap_or("")),
+                mount,
                 metrics,
                 changed_counters: changed,
                 appeared_counters: deltas.only_after.clone(),
@@ -390,7 +424,7 @@ pub fn table(r: &NfsResults) -> String {
             "{:<42} {:>9} {:>7} {:>6} {:<20} {:>11} {:>11} {:>7}",
             format!("{} ({})", c.kernel_release, c.vm),
             c.elapsed_s.as_ref().map_or("-".into(), |s| format!("{:.2}", s.median)),
-            c.median_mb_s.map_or("-".into(), |v| format!("{v:.1}")),
+            c.median_mb_s.map_or("-".into(), fmt_mb_s),
             c.ratio_to_baseline.map_or("-".into(), |v| format!("{v:.2}")),
             verdict,
             opt(c.ip_reassembly_failures),
@@ -465,12 +499,38 @@ qdisc netem 30: parent 1:3 limit 1000 loss 5% seed 2003
     }
 
     #[test]
+    fn read_ahead_other_than_the_suites_is_a_problem() {
+        let mount = |ra: Option<&str>| mount_info("s:/home /mnt/home nfs rw,vers=3 0 0", ra);
+        assert_eq!(read_ahead_problem(None, &mount(Some("128"))), None);
+        assert_eq!(read_ahead_problem(Some(0), &mount(Some("0\n"))), None);
+        assert_eq!(
+            read_ahead_problem(Some(0), &mount(Some("128"))).as_deref(),
+            Some("read-ahead is 128 KiB, the suite set 0")
+        );
+        assert_eq!(
+            read_ahead_problem(Some(8), &mount(None)).as_deref(),
+            Some("read-ahead was not recorded, the suite set 8 KiB")
+        );
+    }
+
+    #[test]
+    fn throughput_keeps_two_significant_digits_below_one_mb_s() {
+        assert_eq!(fmt_mb_s(13.44), "13.4");
+        assert_eq!(fmt_mb_s(0.93), "0.93");
+        assert_eq!(fmt_mb_s(0.0286), "0.029");
+        assert_eq!(fmt_mb_s(0.00782), "0.0078");
+        assert_eq!(fmt_mb_s(0.0), "0.0");
+    }
+
+    #[test]
     fn splits_sections_and_reads_mount_options() {
-        let out = format!("{m}mount\n10.0.0.1:/home /mnt/home nfs rw,vers=3,rsize=8192,wsize=8192,proto=udp 0 0\n{m}uname\n6.1.0\n{m}bytes\n100\n", m = SECTION_MARKER);
+        let out = format!("{m}mount\n10.0.0.1:/home /mnt/home nfs rw,vers=3,rsize=8192,wsize=8192,proto=udp 0 0\n{m}read-ahead\n0\n{m}uname\n6.1.0\n{m}bytes\n100\n", m = SECTION_MARKER);
         let s = sections(&out);
         assert_eq!(s["uname"], "6.1.0\n");
         assert_eq!(s["bytes"].trim(), "100");
-        let m = mount_info(s["mount"].lines().next().unwrap());
+        let m = mount_info(s["mount"].lines().next().unwrap(), s.get("read-ahead").map(String::as_str));
+        assert_eq!(m.read_ahead_kb, Some(0));
+        assert_eq!(mount_info("", None).read_ahead_kb, None);
         assert_eq!(m.nfs_version.as_deref(), Some("3"));
         assert_eq!(m.transport.as_deref(), Some("udp"));
         assert_eq!(m.rsize, Some(8192));

@@ -192,6 +192,8 @@ pub struct NfsPlan {
     pub concurrent: bool,
     /// Verdicts go into the snapshot.
     pub snapshot_verdicts: crate::spec::SnapshotVerdicts,
+    /// Read-ahead set on each mount, KiB (`None`: the kernel's default).
+    pub read_ahead_kb: Option<u32>,
 }
 
 impl NfsPlan {
@@ -343,6 +345,7 @@ fn expand_nfs(
         warmup: n.warmup.unwrap_or(0),
         concurrent: n.concurrent.unwrap_or(false),
         snapshot_verdicts: n.snapshot_verdicts.unwrap_or_default(),
+        read_ahead_kb: n.read_ahead_kb,
     };
 
     // Server: after its profile, make the file exactly as the report did, then record
@@ -463,7 +466,11 @@ fn expand_nfs(
 /// runs the report's four commands (`uname -r`, `/usr/bin/time cat FILE > /dev/null`,
 /// `netstat -s`, `nfsstat`), preceded by the counters before the read (and
 /// `/proc/self/mountstats` around it, for per-operation RPC statistics) and followed by
-/// what the mount negotiated. Each output starts with a [`SECTION_MARKER`] line.
+/// what the mount negotiated and its read-ahead (`/sys/class/bdi/<dev>/read_ahead_kb`,
+/// `<dev>` from util-linux `mountpoint -d`; set first when the suite gives
+/// `read_ahead_kb`). Each output starts with a [`SECTION_MARKER`] line. Exit codes:
+/// 10 mkdir, 11 mount, 12 umount, 13 no read-ahead file, 14 read-ahead not set (the
+/// last two unmount first).
 pub fn measure_script(p: &NfsPlan, client: &str, server: Ipv4Addr) -> String {
     let mp = shell_quote(&p.mount_point);
     let file = shell_quote(&format!("{}/{}", p.mount_point.trim_end_matches('/'), p.file_name));
@@ -475,6 +482,8 @@ mkdir -p {mp} || exit 10
 mount -t nfs {opts}{server}:{export} {mp} || exit 11
 sync; echo 3 > /proc/sys/vm/drop_caches
 sec mount; grep " {mp_raw} " /proc/mounts
+sec read-ahead; bdi=/sys/class/bdi/$(mountpoint -d {mp}) && [ -e "$bdi/read_ahead_kb" ] || {{ umount {mp}; exit 13; }}
+{set_ra}cat "$bdi/read_ahead_kb"
 sec before-netstat; netstat -s
 sec before-nfsstat; nfsstat
 sec before-mountstats; cat /proc/self/mountstats
@@ -489,6 +498,9 @@ umount {mp} || exit 12
         marker = SECTION_MARKER,
         export = shell_quote(&p.export),
         mp_raw = p.mount_point,
+        set_ra = p
+            .read_ahead_kb
+            .map_or(String::new(), |kb| format!("echo {kb} > \"$bdi/read_ahead_kb\" || {{ umount {mp}; exit 14; }}\n")),
     )
 }
 

@@ -87,6 +87,8 @@ pub struct NormClient {
     pub rsize: Option<u64>,
     /// `wsize=`.
     pub wsize: Option<u64>,
+    /// The mount's read-ahead, KiB (the suite's `read_ahead_kb`, or the kernel's default).
+    pub read_ahead_kb: Option<u64>,
     /// Number of reads.
     pub reads: usize,
     /// Bytes read by every read (one value when all agree).
@@ -158,6 +160,7 @@ pub fn normalise(rec: &RunRecord, nfs: Option<&NfsResults>, verdicts: crate::spe
                     transport: c.mount.transport.clone(),
                     rsize: c.mount.rsize,
                     wsize: c.mount.wsize,
+                    read_ahead_kb: c.mount.read_ahead_kb,
                     reads: c.reads.len(),
                     bytes_read: bytes,
                     metrics_present: present,

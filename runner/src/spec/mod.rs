@@ -308,6 +308,13 @@ pub struct NfsReadSpec {
     /// Extra per-client settings, e.g. `tc` commands run before measuring.
     #[serde(default)]
     pub client_setup: BTreeMap<String, String>,
+    /// Read-ahead of every client's mount, KiB, written to
+    /// `/sys/class/bdi/<mount's device>/read_ahead_kb` after each mount (default: the
+    /// kernel's, 128 KiB on Linux 6.1). `0` turns read-ahead off: `cat` then
+    /// reads one page (4 KiB) per READ call with a single READ in flight, whatever
+    /// `rsize` says. The value in force is recorded with every read either way.
+    #[serde(default)]
+    pub read_ahead_kb: Option<u32>,
 }
 
 /// The measured file: `dd if=/dev/zero of=<export>/<name> bs=<block_size> count=<count>`.
