@@ -168,8 +168,9 @@ pub fn parse(text: &str, mount_point: &str) -> Result<Mountstats, ParseError> {
 mod tests {
     use super::*;
 
-    /// Captured in a 6.1.176 guest of the RTO carry-over suite after a 5 MB read over
-    /// NFSv3/UDP (shortened: most per-op lines and `events` left out).
+    /// Captured in a 6.1.176 guest of the RTO carry-over suite (its earlier, 5 MB
+    /// version) after a read over NFSv3/UDP (shortened: most per-op lines and `events`
+    /// left out).
     const SAMPLE: &str = "device rootfs mounted on / with fstype rootfs
 device 10.83.0.1:/home mounted on /mnt/home with fstype nfs statvers=1.1
 \topts:\trw,vers=3,rsize=8192,wsize=8192,namlen=255,acregmin=3,proto=udp,timeo=11,retrans=3
