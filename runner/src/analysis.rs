@@ -127,7 +127,7 @@ pub fn netem_counters(tc_stats: &str) -> Option<(u64, u64)> {
 
 /// For `client`'s read step `read_step`, each seeded VM's netem counters over the read.
 fn netem_over_read(rec: &RunRecord, client: &str, read_step: &str) -> Vec<NetemReadStats> {
-    let reseed = format!("net-reseed-{client}-{read_step}");
+    let reseed = crate::plan::reseed_step_name(client, read_step);
     let mut out = Vec::new();
     for vm in &rec.vms {
         let Some(i) = vm.steps.iter().position(|s| s.name == reseed) else { continue };

@@ -29,6 +29,19 @@ pub const DEFAULT_MTU: u32 = 1500;
 pub const DEFAULT_MOUNT_POINT: &str = "/mnt/home";
 /// The server step that clients of `nfs_read` wait for.
 pub const NFS_SERVER_READY_STEP: &str = "nfs-server-ready";
+/// The step that applies a VM's `net` conditions before any other.
+pub const NET_CONDITIONS_STEP: &str = "net-conditions";
+/// The step that prints a seeded netem's counters after the last read.
+pub const NET_STATS_STEP: &str = "net-stats";
+/// Prefix of the steps that reseed a netem before each read, see [`reseed_step_name`].
+pub const NET_RESEED_STEP_PREFIX: &str = "net-reseed-";
+
+/// The step that reseeds a netem before `client`'s read step `read_step`, e.g.
+/// `net-reseed-mainline-nfs-read-2`.
+pub fn reseed_step_name(client: &str, read_step: &str) -> String {
+    format!("{NET_RESEED_STEP_PREFIX}{client}-{read_step}")
+}
+
 /// Marker line the measurement script prints before each section of its output.
 pub const SECTION_MARKER: &str = "### vmrepro section: ";
 
@@ -235,7 +248,7 @@ pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
         let mut steps = Vec::new();
         if let Some(net) = &vm.net {
             steps.push(StepPlan {
-                name: "net-conditions".into(),
+                name: NET_CONDITIONS_STEP.into(),
                 script: net_script(net, &addresses),
                 stdin: None,
                 after: vec![],
@@ -416,7 +429,7 @@ fn expand_nfs(
             }
             let name = if warmup { format!("nfs-warmup-{r}") } else { format!("nfs-read-{r}") };
             for (seeded_vm, script) in &seeded {
-                let reseed = format!("net-reseed-{c}-{name}");
+                let reseed = reseed_step_name(c, &name);
                 let v = vms.iter_mut().find(|v| &v.name == seeded_vm).expect("validated");
                 v.steps.push(StepPlan {
                     name: reseed.clone(),
@@ -449,7 +462,7 @@ fn expand_nfs(
     for (seeded_vm, _) in &seeded {
         let v = vms.iter_mut().find(|v| &v.name == seeded_vm).expect("validated");
         v.steps.push(StepPlan {
-            name: "net-stats".into(),
+            name: NET_STATS_STEP.into(),
             script: NETEM_STATS_SCRIPT.into(),
             stdin: None,
             after: previous.clone().into_iter().collect(),

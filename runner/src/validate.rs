@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::images::{Catalog, DEFAULT_FLAVOUR, DEFAULT_ROOTFS};
+use crate::plan;
 use crate::spec::{SpecError, SuiteFile};
 
 /// Limits on numeric settings: outside them the value is a mistake.
@@ -249,12 +250,18 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
                     pattern: "lowercase letters, digits, '-' and '_'",
                 });
             }
-            if st.name == "net-conditions" || st.name == "net-stats" || st.name.starts_with("net-reseed-") {
+            if st.name == plan::NET_CONDITIONS_STEP
+                || st.name == plan::NET_STATS_STEP
+                || st.name.starts_with(plan::NET_RESEED_STEP_PREFIX)
+            {
                 errs.push(ValidationError::Rule {
                     key: format!("{sk}.name"),
                     message: format!(
-                        "{:?} is reserved for the steps the runner adds (net-conditions, net-reseed-*, net-stats)",
-                        st.name
+                        "{:?} is reserved for the steps the runner adds ({}, {}*, {})",
+                        st.name,
+                        plan::NET_CONDITIONS_STEP,
+                        plan::NET_RESEED_STEP_PREFIX,
+                        plan::NET_STATS_STEP
                     ),
                 });
             }
