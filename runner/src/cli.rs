@@ -8,23 +8,11 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::events::{Event, EventSink};
-use crate::images::{Cache, Catalog};
+use crate::exit;
+use crate::infra::images::kernel::KernelSource;
+use crate::infra::images::{resolve_all, Cache, Catalog, DEFAULT_ROOTFS};
+use crate::report::results::{analyse_dir, Analysis};
 use crate::run::{RunOptions, RunStatus};
-
-/// Exit codes of `vmrepro` (documented in the README).
-pub mod exit {
-    /// Everything passed.
-    pub const SUCCESS: i32 = 0;
-    /// A step exited with an unexpected status, or a result check failed.
-    pub const TEST_FAILURE: i32 = 1;
-    /// The suite file (or the command line) is invalid; nothing was booted.
-    pub const CONFIG_ERROR: i32 = 2;
-    /// Images, network or VMs failed (didn't boot, agent never answered, QEMU died).
-    pub const INFRASTRUCTURE: i32 = 3;
-    /// Interrupted by SIGINT, SIGTERM or SIGHUP (always 130 = 128 + SIGINT, what shells
-    /// report for Ctrl-C): VMs were shut down and `run.json` says `interrupted`.
-    pub const INTERRUPTED: i32 = 130;
-}
 
 #[derive(Debug, Parser)]
 #[command(name = "vmrepro", version, about = "Declarative reproducibility suites on QEMU virtual machines")]
@@ -50,6 +38,12 @@ enum Command {
         /// Where run folders go: `<DIR>/<suite>/<timestamp>/`.
         #[arg(long, default_value = "results")]
         results: PathBuf,
+    },
+    /// Analyse a finished run folder again (no VM): rewrite its results.json and print
+    /// its tables.
+    Analyse {
+        /// The run folder (`results/<suite>/<timestamp>`).
+        run_dir: PathBuf,
     },
     /// Validate suite files without booting anything.
     Check {
@@ -83,30 +77,35 @@ pub fn main() -> i32 {
     rt.block_on(dispatch(cli))
 }
 
-/// Loads, validates and compiles the suite at `path`; on error prints it and returns
-/// the exit code ([`exit::CONFIG_ERROR`]).
-pub(crate) fn load_plan(path: &Path, images: Option<&Path>) -> Result<(crate::plan::Plan, Catalog), i32> {
-    let file = match crate::spec::load_suite(path) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("{e}");
-            return Err(exit::CONFIG_ERROR);
-        }
-    };
-    let catalog = match Catalog::locate(images, &file.dir).and_then(|d| Catalog::load(&d)) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Err(exit::CONFIG_ERROR);
-        }
-    };
-    match crate::plan::compile(&file, &catalog) {
-        Ok(p) => Ok((p, catalog)),
-        Err(e) => {
-            eprintln!("{e}");
-            Err(exit::CONFIG_ERROR)
-        }
+/// Loads, validates and compiles the suite at `path`; prints the error and returns
+/// [`exit::CONFIG_ERROR`] when it can't.
+fn load_or_exit(path: &Path, images: Option<&Path>) -> Result<(crate::suite::plan::Plan, Catalog), i32> {
+    crate::suite::load(path, images).map_err(|e| {
+        eprintln!("{e}");
+        exit::CONFIG_ERROR
+    })
+}
+
+/// The exit code of a finished, analysed run (see [`exit`]).
+pub fn exit_code(status: RunStatus, problems: usize) -> i32 {
+    match status {
+        RunStatus::Passed if problems == 0 => exit::SUCCESS,
+        RunStatus::Passed | RunStatus::Failed => exit::TEST_FAILURE,
+        // `Running` never ends a run; treat it as the failure it would be.
+        RunStatus::InfrastructureError | RunStatus::Running => exit::INFRASTRUCTURE,
+        RunStatus::Interrupted => exit::INTERRUPTED,
     }
+}
+
+/// The summary, the tables and the problems of an analysed run, as printed.
+fn render(a: &Analysis) -> String {
+    let mut text = crate::report::summary(&a.record);
+    text.push_str(&crate::report::tables(a));
+    if let Some(e) = &a.record.error {
+        text.push_str(&format!("error: {e}\n"));
+    }
+    text.push_str(&format!("results: {}\n", a.dir.display()));
+    text
 }
 
 async fn dispatch(cli: Cli) -> i32 {
@@ -115,7 +114,7 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Check { suites } => {
             let mut code = exit::SUCCESS;
             for s in suites {
-                match load_plan(&s, cli.images.as_deref()) {
+                match load_or_exit(&s, cli.images.as_deref()) {
                     Ok((p, _)) => {
                         let steps: usize = p.vms.iter().map(|v| v.steps.len()).sum();
                         println!("ok: {} (suite {}, {} VMs, {steps} steps)", s.display(), p.suite, p.vms.len());
@@ -126,49 +125,61 @@ async fn dispatch(cli: Cli) -> i32 {
             code
         }
         Command::Run { suite, results } => {
-            let (plan, catalog) = match load_plan(&suite, cli.images.as_deref()) {
+            let (plan, catalog) = match load_or_exit(&suite, cli.images.as_deref()) {
                 Ok(p) => p,
                 Err(c) => return c,
             };
             let opts = RunOptions { results_root: results, cache, catalog, events: progress_sink(), run_dir: None };
-            match crate::report::run_and_report(&plan, &opts, interrupted()).await {
-                Ok(report) => {
-                    print!("{}", report.text);
-                    match report.status {
-                        RunStatus::Passed if report.checks_failed == 0 => exit::SUCCESS,
-                        RunStatus::Passed | RunStatus::Failed => exit::TEST_FAILURE,
-                        // `Running` never ends a run; treat it as the failure it would be.
-                        RunStatus::InfrastructureError | RunStatus::Running => exit::INFRASTRUCTURE,
-                        RunStatus::Interrupted => exit::INTERRUPTED,
-                    }
-                }
+            let outcome = match crate::run::run(&plan, &opts, interrupted()).await {
+                Ok(o) => o,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    exit::INFRASTRUCTURE
+                    return exit::INFRASTRUCTURE;
+                }
+            };
+            match analyse_dir(&outcome.dir) {
+                Ok(a) => {
+                    print!("{}", render(&a));
+                    exit_code(a.record.status, a.results.problems().len())
+                }
+                Err(e) => {
+                    print!("{}", crate::report::summary(&outcome.record));
+                    eprintln!("error: analysing {}: {e}", outcome.dir.display());
+                    exit_code(outcome.record.status, 1)
                 }
             }
         }
+        Command::Analyse { run_dir } => match analyse_dir(&run_dir) {
+            Ok(a) => {
+                print!("{}", render(&a));
+                exit_code(a.record.status, a.results.problems().len())
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                exit::CONFIG_ERROR
+            }
+        },
         Command::Images { command: ImagesCommand::List } => {
-            let dir = match Catalog::locate(cli.images.as_deref(), Path::new(".")).and_then(|d| Catalog::load(&d)) {
+            let catalog = match Catalog::locate(cli.images.as_deref(), Path::new(".")).and_then(|d| Catalog::load(&d)) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("error: {e}");
                     return exit::CONFIG_ERROR;
                 }
             };
-            println!("recipes in {}:", dir.dir.display());
-            for k in &dir.kernels {
+            println!("recipes in {}:", catalog.dir.display());
+            for k in &catalog.kernels {
                 println!("  kernel debian {:<5} {:<12} {} {}", k.series, k.flavour, k.package, k.version);
             }
-            for r in dir.rootfs.keys() {
+            for r in catalog.rootfs.keys() {
                 println!("  rootfs {r}");
             }
-            for p in dir.profiles.keys() {
+            for p in catalog.profiles.keys() {
                 println!("  profile {p}");
             }
             println!("cache {}:", cache.root().display());
             for (kind, key, path) in cache.list() {
-                let size = crate::images::rootfs::walk_files(&path)
+                let size = crate::infra::images::rootfs::walk_files(&path)
                     .unwrap_or_default()
                     .iter()
                     .filter_map(|f| f.metadata().ok())
@@ -179,8 +190,50 @@ async fn dispatch(cli: Cli) -> i32 {
             exit::SUCCESS
         }
         Command::Images { command: ImagesCommand::Build { suites } } => {
-            crate::report::build_images(&suites, cli.images.as_deref(), &cache, progress_sink()).await
+            build_images(&suites, cli.images.as_deref(), &cache, progress_sink()).await
         }
+    }
+}
+
+/// `vmrepro images build`: resolves every image the suites need (or every pinned
+/// kernel and the default rootfs); returns the exit code.
+async fn build_images(suites: &[PathBuf], images: Option<&Path>, cache: &Cache, events: EventSink) -> i32 {
+    let mut kernels: Vec<KernelSource> = Vec::new();
+    let mut rootfs: Vec<String> = Vec::new();
+    let mut catalog = None;
+    for s in suites {
+        let (p, c) = match load_or_exit(s, images) {
+            Ok(pc) => pc,
+            Err(code) => return code,
+        };
+        for v in p.vms {
+            kernels.push(v.kernel);
+            rootfs.push(v.rootfs);
+        }
+        catalog = Some(c);
+    }
+    let catalog = match catalog {
+        Some(c) => c,
+        None => match Catalog::locate(images, Path::new(".")).and_then(|d| Catalog::load(&d)) {
+            Ok(c) => {
+                kernels = c.kernels.iter().cloned().map(KernelSource::Debian).collect();
+                rootfs.push(DEFAULT_ROOTFS.into());
+                c
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::CONFIG_ERROR;
+            }
+        },
+    };
+    let resolved = resolve_all(&kernels, &rootfs, cache, &catalog, &events).await;
+    for (what, e) in &resolved.failures {
+        eprintln!("error: {what}: {e}");
+    }
+    if resolved.failures.is_empty() {
+        exit::SUCCESS
+    } else {
+        exit::INFRASTRUCTURE
     }
 }
 

@@ -48,13 +48,49 @@ pub enum Event {
         vm: String,
         /// Step name.
         step: String,
-        /// `passed`, `failed`, `skipped`, …
-        status: String,
+        /// How it ended.
+        status: StepStatus,
         /// Time taken.
         took: Duration,
     },
     /// VMs are being shut down.
     TearingDown,
+}
+
+/// Outcome of one step (in events and in `run.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Exited with the expected status.
+    Passed,
+    /// Exited with another status, or was killed by a signal.
+    Failed,
+    /// Not run: an earlier step of its VM or a dependency did not pass.
+    Skipped,
+    /// Hit its timeout (waiting for its dependencies, or running).
+    TimedOut,
+    /// The VM or its agent failed during the step.
+    Error,
+    /// The step is running: only in a `run.json` written while the run is going.
+    Running,
+    /// The step was running when the run stopped (another VM failed, or an
+    /// interruption); its output is lost with the guest.
+    Cancelled,
+}
+
+impl std::fmt::Display for StepStatus {
+    /// The `run.json` spelling: `passed`, `timed_out`, …
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StepStatus::Passed => "passed",
+            StepStatus::Failed => "failed",
+            StepStatus::Skipped => "skipped",
+            StepStatus::TimedOut => "timed_out",
+            StepStatus::Error => "error",
+            StepStatus::Running => "running",
+            StepStatus::Cancelled => "cancelled",
+        })
+    }
 }
 
 /// Receives events; cheap to clone.

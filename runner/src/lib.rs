@@ -1,21 +1,29 @@
 //! vmrepro: declarative reproducibility suites on QEMU virtual machines.
 //!
-//! A suite flows through one pipeline, one module per stage:
-//! [`spec`] → [`validate`] → [`plan`] → [`images`] → [`net`] → [`qemu`] (VMs) →
-//! [`run`] (steps, results) → [`report`] (NFS analysis, comparison).
-//! The `vmrepro` binary is a thin shell around [`cli`].
+//! A suite flows through one pipeline; each top-level module owns one part of it:
+//!
+//! - [`suite`]: the YAML suite: [`suite::spec`] (raw types, loading, located errors) →
+//!   [`suite::validate`] (cross-field rules) → [`suite::plan`] (the typed, expanded plan).
+//! - [`infra`]: what runs the plan: [`infra::images`] (kernels, rootfs, cache),
+//!   [`infra::net`] (private bridge), [`infra::qemu`] (VMs over QMP and the guest agent).
+//! - [`run`]: executes a plan: boots the VMs, runs the steps, records everything.
+//! - [`measure`]: the scenario-neutral measurement layer: observers, the guest script
+//!   of one iteration, statistics and verdicts, analysis of a saved run.
+//! - [`scenarios`]: built-in scenarios as presets of the measurement layer
+//!   ([`scenarios::nfs_read`]: the report's NFS read).
+//! - [`parse`]: parsers for the tools' outputs (GNU time, `netstat -s`, `nfsstat`, …).
+//! - [`report`]: what a finished run is turned into: the printed summary and table, and
+//!   the normalised snapshot value.
+//!
+//! The `vmrepro` binary is a thin shell around [`cli`]; [`exit`] holds its exit codes.
 
-pub mod analysis;
 pub mod cli;
 pub mod events;
-pub mod images;
-pub mod metrics;
-pub mod net;
+pub mod exit;
+pub mod infra;
+pub mod measure;
 pub mod parse;
-pub mod plan;
-pub mod qemu;
 pub mod report;
 pub mod run;
-pub mod snapshot;
-pub mod spec;
-pub mod validate;
+pub mod scenarios;
+pub mod suite;

@@ -9,50 +9,30 @@
 //! `INSTA_UPDATE=always cargo test --test bad_suites` (or `cargo insta review`) and
 //! read the new snapshot.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use vmrepro::images::Catalog;
-use vmrepro::plan::Plan;
-use vmrepro::spec::load::MAX_SUITE_BYTES;
-use vmrepro::spec::{load_suite, SpecError};
+use support::{regex_literal, repo_root};
+use vmrepro::infra::images::Catalog;
+use vmrepro::suite::plan::Plan;
+use vmrepro::suite::spec::load::MAX_SUITE_BYTES;
+use vmrepro::suite::spec::{load_suite, SpecError};
 
 const FIXTURES: &str = "runner/tests/fixtures/bad-suites";
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
-}
 
 /// What `vmrepro check FILE` does (without the CLI): load, read the catalog, compile.
 fn check(path: &Path) -> Result<Plan, SpecError> {
     let file = load_suite(path)?;
     let catalog = Catalog::load(&repo_root().join("images")).expect("the repository's images/ catalog loads");
-    vmrepro::plan::compile(&file, &catalog)
+    vmrepro::suite::compile(&file, &catalog)
 }
 
-/// Escapes `s` for use as a literal in an insta filter (a regex).
-fn regex_literal(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if "\\.+*?()|[]{}^$#&-~".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Snapshot settings shared by all cases: snapshots in `<repo>/snapshots`, plain names,
-/// and the absolute repository path replaced by nothing so paths read as
-/// `runner/tests/fixtures/bad-suites/…`, as when `vmrepro check` runs at the root.
+/// Snapshot settings shared by all cases: see `support::snapshot_settings_relative`.
 fn settings() -> insta::Settings {
-    let mut s = insta::Settings::clone_current();
-    s.set_snapshot_path("../../snapshots");
-    s.set_prepend_module_to_snapshot(false);
-    s.set_omit_expression(true);
-    s.add_filter(&regex_literal(&format!("{}/", repo_root().display())), "");
-    s
+    support::snapshot_settings_relative()
 }
 
 /// The first line of a fixture, `# Mistake: …`, used as the snapshot's description.

@@ -2,12 +2,12 @@
 //! Debian kernels, the bookworm rootfs, the private bridge) with a suite of
 //! `tests/fixtures/failing-suites/`, makes something fail, checks what the user sees
 //! (message, exit code, `run.json`, files kept), and ends with the leftovers checker
-//! (`common::Sandbox::assert_no_leftovers`): no QEMU, temp folder, socket, network
+//! (`support::Sandbox::assert_no_leftovers`): no QEMU, temp folder, socket, network
 //! namespace or tap of the run survives it.
 //!
 //! The tests run `vmrepro` itself (`CARGO_BIN_EXE_vmrepro`): exit codes and signals are
 //! part of what they check, and each run gets its own `TMPDIR`, so what it leaves behind
-//! is known to be its own. They take the VM lock one at a time (`common::vm_lock`, shared
+//! is known to be its own. They take the VM lock one at a time (`support::vm_lock`, shared
 //! with `tests/suites.rs`), so `cargo test --test failures` runs one VM test at a time
 //! even though the harness runs tests in parallel threads.
 //!
@@ -16,22 +16,18 @@
 //! The pinned 5.10 kernel package is served from the cache by a local HTTP server
 //! standing in for the Debian archive, so those tests need no network.
 
-mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::*;
 use nix::sys::signal::Signal;
+use support::*;
+use vmrepro::exit::{INFRASTRUCTURE as EXIT_INFRA, INTERRUPTED as EXIT_INTERRUPTED, SUCCESS as EXIT_OK};
 
 /// Longest any of these runs may take before the test gives up on it.
 const RUN_LIMIT: Duration = Duration::from_secs(240);
-
-/// Exit codes of `vmrepro` (README "Exit codes").
-const EXIT_OK: i32 = 0;
-const EXIT_INFRA: i32 = 3;
-const EXIT_INTERRUPTED: i32 = 130;
 
 fn assert_contains(haystack: &str, needle: &str, what: &str) {
     assert!(haystack.contains(needle), "{what}: expected {needle:?} in:\n{haystack}");
@@ -302,14 +298,14 @@ fn sigkill_to_the_runner_stops_its_vms_and_the_next_run_cleans_up() {
 
 /// The user's real cache (where the images are).
 fn real_cache() -> PathBuf {
-    vmrepro::images::Cache::from_env().root().to_path_buf()
+    vmrepro::infra::images::Cache::from_env().root().to_path_buf()
 }
 
 /// A stand-in Debian archive serving the pinned 5.10 package from the real cache (`None`
 /// if it isn't there: the runs then fetch from the host's archive).
 fn local_archive() -> Option<FileServer> {
-    let catalog = vmrepro::images::Catalog::load(&project_root().join("images")).expect("the project's images/");
-    let k = catalog.debian_kernel("5.10", vmrepro::images::DEFAULT_FLAVOUR).expect("5.10 is pinned");
+    let catalog = vmrepro::infra::images::Catalog::load(&repo_root().join("images")).expect("the project's images/");
+    let k = catalog.debian_kernel("5.10", vmrepro::infra::images::DEFAULT_FLAVOUR).expect("5.10 is pinned");
     let name = Path::new(&k.filename).file_name()?.to_string_lossy().into_owned();
     let deb = real_cache().join("debs").join(&k.sha256).join(&name);
     deb.is_file().then(|| FileServer::start(BTreeMap::from([(name, deb)])))
@@ -321,11 +317,11 @@ fn local_archive() -> Option<FileServer> {
 fn seed_cache(ns: &MountNs, dir: &Path) {
     // On a fresh machine this may be the first test to run: build the rootfs into the
     // real cache first, so the link below points at something.
-    let catalog = vmrepro::images::Catalog::load(&project_root().join("images")).expect("the project's images/");
-    vmrepro::images::rootfs::resolve_rootfs(
-        &vmrepro::images::Cache::from_env(),
+    let catalog = vmrepro::infra::images::Catalog::load(&repo_root().join("images")).expect("the project's images/");
+    vmrepro::infra::images::rootfs::resolve_rootfs(
+        &vmrepro::infra::images::Cache::from_env(),
         &catalog,
-        vmrepro::images::DEFAULT_ROOTFS,
+        vmrepro::infra::images::DEFAULT_ROOTFS,
     )
     .expect("building the rootfs into the real cache");
     ns.sh("ln", &["-s", &real_cache().join("rootfs").display().to_string(), &dir.join("rootfs").display().to_string()]);
@@ -338,7 +334,11 @@ fn seed_cache(ns: &MountNs, dir: &Path) {
 /// Complete entries of the cache at `dir` (seen from inside `ns`), the linked rootfs
 /// entries left out.
 fn own_entries(ns: &MountNs, dir: &Path) -> Vec<(String, String, PathBuf)> {
-    vmrepro::images::Cache::new(ns.path(dir)).list().into_iter().filter(|(kind, _, _)| kind != "rootfs").collect()
+    vmrepro::infra::images::Cache::new(ns.path(dir))
+        .list()
+        .into_iter()
+        .filter(|(kind, _, _)| kind != "rootfs")
+        .collect()
 }
 
 /// The cache at `dir` (inside `ns`) that failed: no complete entry, no build folder left.

@@ -1,4 +1,4 @@
-//! Data-driven snapshot tests for `vmrepro::parse` and `vmrepro::metrics`.
+//! Data-driven snapshot tests for `vmrepro::parse` and `vmrepro::measure::stats`.
 //!
 //! Every `*.txt` under `tests/fixtures/parse/{gnutime,netstat,nfsstat}/` is
 //! parsed and its result (`Ok: …` or `Err: "<message>"`) compared with
@@ -13,7 +13,8 @@
 use serde::Serialize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use vmrepro::metrics::{delta, Measurement, Snapshot};
+use vmrepro::measure::observer::{derived_metrics, Observation, ObserverKind};
+use vmrepro::measure::stats::delta;
 use vmrepro::parse::{gnutime, netstat, nfsstat, ParseError};
 
 /// Bytes read by the measured command in the bug report (`cat` of the test file).
@@ -236,20 +237,33 @@ fn nfsstat_fixtures() {
     assert!(matches!(err(&r, "nfs-utils-2.6.2-no-stats-error"), ParseError::NotRecognised { .. }));
 }
 
-/// Snapshot of one measured read: derived metrics plus every counter that moved.
+/// Snapshot of one measured read: GNU time's numbers, the observers' derived metrics
+/// and every counter that moved.
 #[derive(Serialize)]
 struct MeasurementSnapshot {
-    measurement: Measurement,
+    measurement: Measured,
     changed: std::collections::BTreeMap<String, i64>,
     only_before: std::collections::BTreeMap<String, u64>,
     only_after: std::collections::BTreeMap<String, u64>,
 }
 
-fn observation(dir: &Path, when: &str) -> Snapshot {
-    Snapshot {
-        netstat: Some(netstat::parse(&read(&dir.join(format!("netstat-{when}.txt")))).unwrap()),
-        nfsstat: Some(nfsstat::parse(&read(&dir.join(format!("nfsstat-{when}.txt")))).unwrap()),
-    }
+/// What the measurement layer computes for one read.
+#[derive(Serialize, Clone)]
+struct Measured {
+    bytes_read: u64,
+    elapsed_s: f64,
+    user_s: f64,
+    system_s: f64,
+    exit_status: Option<i32>,
+    throughput_mb_s: Option<f64>,
+    /// The derived metrics of `netstat -s` and `nfsstat` (`None`: not knowable).
+    metrics: std::collections::BTreeMap<String, Option<i64>>,
+}
+
+fn observation(dir: &Path, when: &str) -> Observation {
+    let mut o = Observation::from_netstat(&netstat::parse(&read(&dir.join(format!("netstat-{when}.txt")))).unwrap());
+    o.extend(Observation::from_nfsstat(&nfsstat::parse(&read(&dir.join(format!("nfsstat-{when}.txt")))).unwrap()));
+    o
 }
 
 #[test]
@@ -263,11 +277,20 @@ fn measurement_scenarios() {
     assert!(dirs.len() >= 2);
     let mut items = Vec::new();
     let mut by_name = std::collections::BTreeMap::new();
+    let derived = derived_metrics([ObserverKind::Netstat, ObserverKind::Nfsstat]);
     for dir in dirs {
         let time = gnutime::parse(&read(&dir.join("time.txt"))).unwrap();
         let (before, after) = (observation(&dir, "before"), observation(&dir, "after"));
-        let m = Measurement::new(BYTES_READ, &time, &before, &after);
-        let d = delta(&before.counters(), &after.counters());
+        let m = Measured {
+            bytes_read: BYTES_READ,
+            elapsed_s: time.elapsed_s,
+            user_s: time.user_s,
+            system_s: time.system_s,
+            exit_status: time.exit_status,
+            throughput_mb_s: (time.elapsed_s > 0.0).then(|| BYTES_READ as f64 / 1e6 / time.elapsed_s),
+            metrics: derived.iter().map(|(k, d)| (k.to_string(), d.compute(&before, &after))).collect(),
+        };
+        let d = delta(&before.counters, &after.counters);
         by_name.insert(stem(&dir), m.clone());
         let snap = MeasurementSnapshot {
             measurement: m,
@@ -279,20 +302,20 @@ fn measurement_scenarios() {
     }
     check_snapshots(items);
 
-    let old = &by_name["linux-2.6.0-net-tools-1.60-nfs-utils-1.0.x"];
-    assert_eq!(old.ip_reassembly_failures, Some(2113));
-    assert_eq!(old.ip_fragments_dropped_after_timeout, Some(1873));
-    assert_eq!(old.rpc_calls, Some(12226 - 19));
-    assert_eq!(old.rpc_retransmissions, Some(1530));
-    assert_eq!(old.nfs_read_calls, Some(12207));
-    assert_eq!(old.udp_receive_buffer_errors, None, "2.6.0 has no Udp.RcvbufErrors");
+    let old = &by_name["linux-2.6.0-net-tools-1.60-nfs-utils-1.0.x"].metrics;
+    assert_eq!(old["ip_reassembly_failures"], Some(2113));
+    assert_eq!(old["ip_fragments_dropped_after_timeout"], Some(1873));
+    assert_eq!(old["rpc_calls"], Some(12226 - 19));
+    assert_eq!(old["rpc_retransmissions"], Some(1530));
+    assert_eq!(old["nfs_read_calls"], Some(12207));
+    assert_eq!(old["udp_receive_buffer_errors"], None, "2.6.0 has no Udp.RcvbufErrors");
 
     let new = &by_name["linux-6.x-bookworm"];
     // The "before" netstat has no reassembly lines (zero values are not printed).
-    assert_eq!(new.ip_reassembly_failures, Some(1318));
-    assert_eq!(new.ip_reassemblies_required, Some(90380));
-    assert_eq!(new.rpc_retransmissions, Some(138));
-    assert_eq!(new.udp_receive_buffer_errors, Some(0));
+    assert_eq!(new.metrics["ip_reassembly_failures"], Some(1318));
+    assert_eq!(new.metrics["ip_reassemblies_required"], Some(90380));
+    assert_eq!(new.metrics["rpc_retransmissions"], Some(138));
+    assert_eq!(new.metrics["udp_receive_buffer_errors"], Some(0));
     let tput = new.throughput_mb_s.unwrap();
     assert!((tput - 100.0 / 127.09).abs() < 1e-9, "{tput}");
 }

@@ -4,37 +4,16 @@
 //! A change in defaults, in the steps a scenario expands into, or in QEMU's
 //! arguments shows up here as a reviewable diff.
 
-use std::path::{Path, PathBuf};
+mod support;
 
-use vmrepro::qemu::args::{kernel_cmdline, qemu_args, shell_line, Accelerator, QemuConfig};
+use std::path::PathBuf;
 
-fn root() -> PathBuf {
-    std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).expect("repo root")
-}
-
-fn settings() -> insta::Settings {
-    let mut s = insta::Settings::clone_current();
-    s.set_snapshot_path(root().join("snapshots"));
-    s.set_prepend_module_to_snapshot(false);
-    s.add_filter(&regex_escape(&root().display().to_string()), "[repo]");
-    s
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
-                c.to_string()
-            } else {
-                format!("\\{c}")
-            }
-        })
-        .collect()
-}
+use support::{repo_root as root, snapshot_settings as settings};
+use vmrepro::infra::qemu::args::{kernel_cmdline, qemu_args, shell_line, Accelerator, QemuConfig};
 
 #[test]
 fn every_suite_compiles_into_its_plan() {
-    let catalog = vmrepro::images::Catalog::load(&root().join("images")).expect("images/");
+    let catalog = vmrepro::infra::images::Catalog::load(&root().join("images")).expect("images/");
     let mut seen = 0;
     let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("suites"))
         .expect("suites/")
@@ -44,16 +23,19 @@ fn every_suite_compiles_into_its_plan() {
         .collect();
     files.sort();
     for path in files {
-        let file = vmrepro::spec::load_suite(&path).unwrap_or_else(|e| panic!("{e}"));
-        let plan = vmrepro::plan::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"));
-        // Every VM gets a step list; an nfs_read suite gives each client one measured
-        // read per repeat.
-        if let Some(n) = &plan.nfs_read {
-            for c in &n.clients {
-                let vm = plan.vms.iter().find(|v| &v.name == c).expect("client VM");
-                let reads =
-                    vm.steps.iter().filter(|s| matches!(s.kind, vmrepro::plan::StepKind::NfsMeasure { .. })).count();
-                assert_eq!(reads as u32, n.repeat, "{}: client {c}", plan.suite);
+        let file = vmrepro::suite::spec::load_suite(&path).unwrap_or_else(|e| panic!("{e}"));
+        let plan = vmrepro::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"));
+        // Every measured VM gets one iteration step per repeat (and warm-up).
+        for m in &plan.measurements {
+            for mv in &m.vms {
+                let vm = plan.vms.iter().find(|v| v.name == mv.vm).expect("measured VM");
+                let steps = vm
+                    .steps
+                    .iter()
+                    .filter(|s| matches!(&s.kind, vmrepro::suite::plan::StepKind::Measure { measurement, .. } if *measurement == m.name))
+                    .count();
+                assert_eq!(steps as u32, m.repeat + m.warmup, "{}: {} on {}", plan.suite, m.name, mv.vm);
+                assert_eq!(m.iterations.iter().filter(|i| i.vm == mv.vm).count(), steps);
             }
         }
         let name = format!("plan__{}", plan.suite);
@@ -76,7 +58,7 @@ fn qemu_command_line_for_a_tcg_guest() {
         root_overlay: "/RUN/alpha/root.qcow2".into(),
         modules_disk: Some("/CACHE/kernel/KEY/modules.ext4".into()),
         tap: "tap0".into(),
-        mac: vmrepro::net::mac_for("smoke", "alpha"),
+        mac: vmrepro::infra::net::mac_for("smoke", "alpha"),
         qmp_socket: "/RUN/alpha/qmp.sock".into(),
         qga_socket: "/RUN/alpha/qga.sock".into(),
         console_log: "/RESULTS/vms/alpha/console.log".into(),

@@ -1,26 +1,26 @@
 //! Every suite in `suites/` is a test: it boots real VMs (QEMU, Debian kernels, the
 //! bookworm rootfs, a real bridge), runs, and its normalised result is compared with
-//! the insta snapshot `snapshots/<suite>__result.snap` (see `vmrepro::snapshot` for
+//! the insta snapshot `snapshots/<suite>__result.snap` (see `vmrepro::report::snapshot` for
 //! what is kept). With `CI` set a mismatch fails and nothing is written; locally a
 //! mismatch leaves a `.snap.new` to review with `cargo insta review`.
 //!
 //! Suites run one at a time (a lock file), so they don't compete for the 2 cores and
 //! blur each other's timings.
 
+mod support;
+
 use std::path::Path;
 
-use vmrepro::images::{Cache, Catalog};
+use vmrepro::infra::images::{Cache, Catalog};
 use vmrepro::run::{RunOptions, RunStatus};
 
 fn run_suite(path: &Path) -> datatest_stable::Result<()> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let lock_path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("vm-suites.lock");
-    let lock = std::fs::File::create(&lock_path)?;
-    let _guard = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| e)?;
+    let root = support::repo_root();
+    let _lock = support::vm_lock();
 
-    let file = vmrepro::spec::load_suite(path)?;
+    let file = vmrepro::suite::spec::load_suite(path)?;
     let catalog = Catalog::load(&root.join("images"))?;
-    let plan = vmrepro::plan::compile(&file, &catalog)?;
+    let plan = vmrepro::suite::compile(&file, &catalog)?;
     let opts = RunOptions {
         results_root: Path::new(env!("CARGO_TARGET_TMPDIR")).join("suite-results"),
         cache: Cache::from_env(),
@@ -33,17 +33,18 @@ fn run_suite(path: &Path) -> datatest_stable::Result<()> {
         run_dir: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let report = rt.block_on(vmrepro::report::run_and_report(&plan, &opts, std::future::pending()))?;
-    eprintln!("{}", report.text);
+    let outcome = rt.block_on(vmrepro::run::run(&plan, &opts, std::future::pending()))?;
+    eprintln!("{}", vmrepro::report::summary(&outcome.record));
     assert_ne!(
-        report.status,
+        outcome.record.status,
         RunStatus::InfrastructureError,
         "suite {} could not run: {}",
         plan.suite,
-        report.outcome.record.error.as_deref().unwrap_or("")
+        outcome.record.error.as_deref().unwrap_or("")
     );
-    let verdicts = plan.nfs_read.as_ref().map(|n| n.snapshot_verdicts).unwrap_or_default();
-    let normalised = vmrepro::snapshot::normalise(&report.outcome.record, report.nfs.as_ref(), verdicts);
+    let analysis = vmrepro::report::results::analyse_dir(&outcome.dir)?;
+    eprintln!("{}", vmrepro::report::tables(&analysis));
+    let normalised = vmrepro::report::snapshot::normalise(&analysis)?;
     let snap_path = root.join("snapshots").join(format!("{}__result.snap", plan.suite));
     let changes = explain_changes(&snap_path, &serde_yaml::to_value(&normalised)?);
     if !changes.is_empty() {
@@ -52,19 +53,19 @@ fn run_suite(path: &Path) -> datatest_stable::Result<()> {
             eprintln!("  {c}");
         }
     }
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path(root.join("snapshots"));
-    settings.set_prepend_module_to_snapshot(false);
+    let mut settings = support::snapshot_settings();
+    settings.set_omit_expression(false);
     settings.set_input_file(path);
     settings.bind(|| insta::assert_yaml_snapshot!(format!("{}__result", plan.suite), normalised));
     assert_eq!(
-        report.status,
+        analysis.record.status,
         RunStatus::Passed,
         "suite {} failed; results in {}",
         plan.suite,
-        report.outcome.dir.display()
+        outcome.dir.display()
     );
-    assert_eq!(report.checks_failed, 0, "suite {} result checks failed:\n{}", plan.suite, report.text);
+    let problems = analysis.results.problems();
+    assert!(problems.is_empty(), "suite {} result checks failed:\n{}", plan.suite, problems.join("\n"));
     Ok(())
 }
 

@@ -31,12 +31,14 @@
 //!   Partial or odd output is *not* an error; it shows up in `unknown`.
 //!
 //! Turning two observations into deltas and derived metrics is the job of
-//! [`crate::metrics`], not of this module.
+//! [`crate::measure::stats`], not of this module.
 
 pub mod gnutime;
 pub mod mountstats;
 pub mod netstat;
 pub mod nfsstat;
+pub mod procmounts;
+pub mod tc;
 
 pub use gnutime::GnuTime;
 pub use mountstats::Mountstats;

@@ -255,7 +255,7 @@ fn store(out: &mut Nfsstat, title: &str, cols: Vec<(String, u64)>) {
     }
 }
 
-/// Key fragment for a table title in [`crate::metrics`] counter names:
+/// Key fragment for a table title in [`crate::measure::stats`] counter names:
 /// `"Server reply cache"` → `server_reply_cache`.
 pub fn title_key(title: &str) -> String {
     text_key(title, "\u{0}")

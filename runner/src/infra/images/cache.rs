@@ -1,0 +1,218 @@
+//! The content-addressed artefact cache.
+//!
+//! Layout: `<root>/<kind>/<key>/` where `key` is the SHA-256 of every input of the
+//! recipe. Entries are built in `<root>/tmp/<kind>-<key>-<random>/`, flushed to disk
+//! (`fsync` of every file, so a write error that the filesystem reports late, like a
+//! full disk, fails the build) and renamed into place only when complete, under an
+//! exclusive lock file `<root>/<kind>/<key>.lock`. So a failed or interrupted build (or
+//! a full or read-only disk) never leaves an entry that a later run would use, two
+//! concurrent runs build an entry once, and the leftovers of a build whose process was
+//! killed are removed by the next build of the same entry.
+//!
+//! The root is `$VMREPRO_CACHE_DIR`, else `$XDG_CACHE_HOME/vmrepro`, else
+//! `~/.cache/vmrepro`.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use super::ImageError;
+
+/// The artefact cache.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    root: PathBuf,
+    cancel: super::CancelFlag,
+}
+
+/// Whether [`Cache::get_or_build`] found the entry or built it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheOutcome {
+    /// The entry was already there; nothing was built.
+    Cached,
+    /// The entry was built (or downloaded) by this call.
+    Built,
+}
+
+impl Cache {
+    /// A cache rooted at `root`.
+    pub fn new(root: PathBuf) -> Self {
+        Cache { root, cancel: super::CancelFlag::new() }
+    }
+
+    /// The same cache whose builds stop when `cancel` is set (see
+    /// [`super::CancelFlag`]); a run gives its own flag to the cache it builds with.
+    pub fn with_cancel(&self, cancel: super::CancelFlag) -> Self {
+        Cache { root: self.root.clone(), cancel }
+    }
+
+    /// The flag that stops this cache's builds.
+    pub fn cancel_flag(&self) -> &super::CancelFlag {
+        &self.cancel
+    }
+
+    /// The cache chosen by the environment (see the module docs).
+    pub fn from_env() -> Self {
+        if let Some(p) = std::env::var_os("VMREPRO_CACHE_DIR") {
+            return Cache::new(PathBuf::from(p));
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+        Cache::new(base.join("vmrepro"))
+    }
+
+    /// The cache's root folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The path an entry has (or would have).
+    pub fn entry_path(&self, kind: &str, key: &str) -> PathBuf {
+        self.root.join(kind).join(key)
+    }
+
+    /// Returns the entry `kind/key`, building it with `build(tmp_dir)` if it is missing.
+    /// `build` fills the empty folder it is given; on success the folder is renamed
+    /// into place, on error it is removed.
+    ///
+    /// Errors ([`ImageError::Io`] naming the path): the cache folder can't be created or
+    /// locked (e.g. read-only), the build folder can't be created or flushed (e.g. disk
+    /// full); or whatever `build` returned. On error nothing is left in the cache but
+    /// the (empty) lock file.
+    pub fn get_or_build(
+        &self,
+        kind: &str,
+        key: &str,
+        build: impl FnOnce(&Path) -> Result<(), ImageError>,
+    ) -> Result<(PathBuf, CacheOutcome), ImageError> {
+        let final_path = self.entry_path(kind, key);
+        if final_path.is_dir() {
+            return Ok((final_path, CacheOutcome::Cached));
+        }
+        let kind_dir = self.root.join(kind);
+        std::fs::create_dir_all(&kind_dir).map_err(ImageError::io("creating cache folder", &kind_dir))?;
+        let lock_path = kind_dir.join(format!("{key}.lock"));
+        let lock_file = File::create(&lock_path).map_err(ImageError::io("creating cache lock", &lock_path))?;
+        let _lock = Flock::lock(lock_file, FlockArg::LockExclusive).map_err(|(_, e)| ImageError::Io {
+            what: "locking cache entry",
+            path: lock_path.clone(),
+            source: e.into(),
+        })?;
+        // Another run may have built it while we waited for the lock.
+        if final_path.is_dir() {
+            return Ok((final_path, CacheOutcome::Cached));
+        }
+        let tmp_root = self.root.join("tmp");
+        std::fs::create_dir_all(&tmp_root).map_err(ImageError::io("creating cache folder", &tmp_root))?;
+        // We hold the lock: any build folder of this entry is a killed build's leftover.
+        let prefix = format!("{kind}-{key}-");
+        if let Ok(rd) = std::fs::read_dir(&tmp_root) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix(&prefix)
+            .tempdir_in(&tmp_root)
+            .map_err(ImageError::io("creating build folder", &tmp_root))?;
+        build(tmp.path())?;
+        sync_tree(tmp.path())?;
+        let built = tmp.keep();
+        if let Err(e) = std::fs::rename(&built, &final_path) {
+            let _ = std::fs::remove_dir_all(&built);
+            return Err(ImageError::Io { what: "moving built entry into the cache", path: final_path, source: e });
+        }
+        // Make the rename itself durable; a failure here only risks a rebuild.
+        if let Ok(d) = File::open(&kind_dir) {
+            let _ = d.sync_all();
+        }
+        Ok((final_path, CacheOutcome::Built))
+    }
+
+    /// Lists complete entries as `(kind, key, path)`.
+    pub fn list(&self) -> Vec<(String, String, PathBuf)> {
+        let mut out = Vec::new();
+        let Ok(kinds) = std::fs::read_dir(&self.root) else { return out };
+        for k in kinds.flatten() {
+            let kind = k.file_name().to_string_lossy().into_owned();
+            if kind == "tmp" || !k.path().is_dir() {
+                continue;
+            }
+            if let Ok(entries) = std::fs::read_dir(k.path()) {
+                for e in entries.flatten() {
+                    if e.path().is_dir() {
+                        out.push((kind.clone(), e.file_name().to_string_lossy().into_owned(), e.path()));
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+/// `fsync`s every file and folder under `dir` (symlinks are not followed).
+///
+/// Errors: [`ImageError::Io`] naming the file that can't be flushed (e.g. disk full).
+fn sync_tree(dir: &Path) -> Result<(), ImageError> {
+    let rd = std::fs::read_dir(dir).map_err(ImageError::io("listing build folder", dir))?;
+    for e in rd {
+        let e = e.map_err(ImageError::io("listing build folder", dir))?;
+        let path = e.path();
+        let ft = e.file_type().map_err(ImageError::io("reading", &path))?;
+        if ft.is_dir() {
+            sync_tree(&path)?;
+        } else if ft.is_file() {
+            File::open(&path).and_then(|f| f.sync_all()).map_err(ImageError::io("writing to disk", &path))?;
+        }
+    }
+    File::open(dir).and_then(|f| f.sync_all()).map_err(ImageError::io("writing to disk", dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_build_leaves_no_entry_and_second_call_is_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path().to_path_buf());
+        let err = cache.get_or_build("k", "abc", |p| {
+            std::fs::write(p.join("half"), b"x").unwrap();
+            Err(ImageError::Kernel("boom".into()))
+        });
+        assert!(err.is_err());
+        assert!(!cache.entry_path("k", "abc").exists());
+        assert_eq!(std::fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
+
+        let (p, o) = cache
+            .get_or_build("k", "abc", |p| std::fs::write(p.join("f"), b"y").map_err(ImageError::io("w", p)))
+            .unwrap();
+        assert_eq!(o, CacheOutcome::Built);
+        assert_eq!(std::fs::read(p.join("f")).unwrap(), b"y");
+        let (_, o) = cache.get_or_build("k", "abc", |_| panic!("must not rebuild")).unwrap();
+        assert_eq!(o, CacheOutcome::Cached);
+    }
+
+    #[test]
+    fn a_killed_builds_leftovers_are_removed_by_the_next_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path().to_path_buf());
+        let stale = dir.path().join("tmp/k-abc-dead01");
+        std::fs::create_dir_all(&stale).unwrap();
+        std::fs::write(stale.join("half"), b"x").unwrap();
+        let other = dir.path().join("tmp/k-other-dead02");
+        std::fs::create_dir_all(&other).unwrap();
+        cache.get_or_build("k", "abc", |p| std::fs::write(p.join("f"), b"y").map_err(ImageError::io("w", p))).unwrap();
+        assert!(!stale.exists(), "the leftover of the same entry is removed");
+        assert!(other.exists(), "another entry's build folder is left alone (its build may be running)");
+        assert_eq!(cache.list().len(), 1);
+    }
+}

@@ -1,0 +1,305 @@
+//! Preparing a kernel for our VMs: the bootable image, its modules on a read-only ext4
+//! disk (with `modules.dep` from `depmod`), and the initramfs part holding the virtio
+//! modules needed before the root disk can be mounted.
+//!
+//! Debian's cloud kernels build `virtio_pci` and `virtio_blk` as modules (ext4 is
+//! built in); which other modules they need comes from `modules.dep`, so the same
+//! code serves 5.10 (no `virtio_pci_modern_dev`), 6.1 and 6.12 (built-in
+//! `virtio_pci`, xz-compressed modules, decompressed here for busybox `insmod`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::initramfs::{write_archive, Member};
+use super::rootfs::{make_ext4, walk_files};
+use super::{run_tool, Cache, CacheOutcome, CancelFlag, ImageError, PinnedKernel};
+use crate::infra::sha256_hex;
+
+/// Bumped when kernel preparation changes.
+const KERNEL_FORMAT: &str = "vmrepro-kernel-v1";
+
+/// Modules loaded by the initramfs (with their dependencies), when not built in.
+pub const BOOT_MODULES: &[&str] = &["virtio_pci", "virtio_blk"];
+
+/// Where a kernel comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelSource {
+    /// A pinned Debian package.
+    Debian(PinnedKernel),
+    /// A local kernel image, with an optional modules tree (`…/lib/modules/<release>`).
+    Local {
+        /// `bzImage`/`vmlinuz`.
+        image: PathBuf,
+        /// Modules tree.
+        modules: Option<PathBuf>,
+    },
+    /// Built from a Debian kernel source package.
+    Source(super::source::SourceKernel),
+}
+
+impl KernelSource {
+    /// Short description for progress, results and reports.
+    pub fn label(&self) -> String {
+        match self {
+            KernelSource::Debian(p) => format!("kernel {} ({})", p.series, p.package),
+            KernelSource::Local { image, .. } => format!("kernel {}", image.display()),
+            KernelSource::Source(s) => s.label(),
+        }
+    }
+}
+
+/// A prepared kernel.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KernelArtifact {
+    /// Cache entry folder.
+    pub dir: PathBuf,
+    /// Bootable kernel image.
+    pub image: PathBuf,
+    /// `uname -r` of the kernel.
+    pub release: String,
+    /// ext4 image of `/usr/lib/modules`, if the kernel has modules.
+    pub modules_disk: Option<PathBuf>,
+    /// The initramfs part with the boot modules.
+    pub initramfs_modules: PathBuf,
+    /// Cache key.
+    pub key: String,
+}
+
+/// Returns the prepared kernel, fetching and building what the cache lacks.
+pub fn resolve_kernel(cache: &Cache, src: &KernelSource) -> Result<(KernelArtifact, CacheOutcome), ImageError> {
+    let (key, deb) = match src {
+        KernelSource::Debian(k) => {
+            let (deb, _) = super::debian::fetch_deb(cache, &k.filename, k.size, &k.sha256)?;
+            (sha256_hex(format!("{KERNEL_FORMAT}\ndebian\n{}\n", k.sha256).as_bytes()), Some(deb))
+        }
+        KernelSource::Local { image, modules } => (local_key(image, modules.as_deref())?, None),
+        KernelSource::Source(sk) => (sk.key()?, None),
+    };
+    let (dir, outcome) = cache.get_or_build("kernel", &key, |tmp| {
+        if let KernelSource::Source(sk) = src {
+            return sk.build(cache, tmp);
+        }
+        let stage = tmp.join("stage");
+        let (image, modules) = match (src, &deb) {
+            (KernelSource::Debian(_), Some(deb)) => extract_deb(deb, &stage, cache.cancel_flag())?,
+            (KernelSource::Local { image, modules }, _) => (image.clone(), modules.clone()),
+            _ => unreachable!("a Debian kernel always has its package"),
+        };
+        build(&image, modules.as_deref(), tmp, cache.cancel_flag())?;
+        if stage.exists() {
+            std::fs::remove_dir_all(&stage).map_err(ImageError::io("removing staging folder", &stage))?;
+        }
+        Ok(())
+    })?;
+    let release = std::fs::read_to_string(dir.join("release"))
+        .map_err(ImageError::io("reading kernel release", &dir))?
+        .trim()
+        .to_string();
+    let modules_disk = dir.join("modules.ext4");
+    let art = KernelArtifact {
+        image: dir.join("vmlinuz"),
+        release,
+        modules_disk: modules_disk.exists().then_some(modules_disk),
+        initramfs_modules: dir.join("initramfs-modules.cpio"),
+        dir,
+        key,
+    };
+    Ok((art, outcome))
+}
+
+fn local_key(image: &Path, modules: Option<&Path>) -> Result<String, ImageError> {
+    let mut material = format!("{KERNEL_FORMAT}\nlocal\n").into_bytes();
+    material.extend(std::fs::read(image).map_err(ImageError::io("reading kernel image", image))?);
+    if let Some(m) = modules {
+        for f in walk_files(m)? {
+            let meta = std::fs::metadata(&f).map_err(ImageError::io("reading module", &f))?;
+            let mtime = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            material.extend(format!("{}\0{}\0{}\n", f.display(), meta.len(), mtime).into_bytes());
+        }
+    }
+    Ok(sha256_hex(&material))
+}
+
+/// Unpacks a kernel .deb into `stage`; returns its image and modules tree.
+fn extract_deb(deb: &Path, stage: &Path, cancel: &CancelFlag) -> Result<(PathBuf, Option<PathBuf>), ImageError> {
+    run_tool(Command::new("dpkg-deb").arg("-x").arg(deb).arg(stage), "dpkg-deb -x", None, cancel)?;
+    let boot = stage.join("boot");
+    let vmlinuz = std::fs::read_dir(&boot)
+        .map_err(ImageError::io("listing the package's /boot", &boot))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+        .ok_or_else(|| ImageError::Kernel(format!("{}: no boot/vmlinuz-* in the package", deb.display())))?;
+    let release = vmlinuz.file_name().unwrap_or_default().to_string_lossy().trim_start_matches("vmlinuz-").to_string();
+    let modules = ["lib/modules", "usr/lib/modules"].iter().map(|d| stage.join(d).join(&release)).find(|p| p.is_dir());
+    Ok((vmlinuz, modules))
+}
+
+fn build(image: &Path, modules: Option<&Path>, out: &Path, cancel: &CancelFlag) -> Result<(), ImageError> {
+    std::fs::copy(image, out.join("vmlinuz")).map_err(ImageError::io("copying kernel image", image))?;
+    let release = match modules {
+        Some(m) => m.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+        None => bzimage_release(image)?,
+    };
+    std::fs::write(out.join("release"), format!("{release}\n")).map_err(ImageError::io("writing release", out))?;
+
+    let mut boot_members = vec![Member::Dir { name: "modules".into() }];
+    let mut order = Vec::new();
+    if let Some(m) = modules {
+        // depmod wants <base>/lib/modules/<release>; stage a copy there.
+        let base = out.join("depmod");
+        let tree = base.join("lib/modules").join(&release);
+        copy_tree(m, &tree)?;
+        run_tool(Command::new("depmod").arg("-b").arg(&base).arg(&release), "depmod", None, cancel)?;
+        let dep =
+            std::fs::read_to_string(tree.join("modules.dep")).map_err(ImageError::io("reading modules.dep", &tree))?;
+        for rel in boot_closure(&dep, BOOT_MODULES) {
+            let file = tree.join(&rel);
+            let data = read_module(&file)?;
+            let name = module_file_name(&rel);
+            boot_members.push(Member::File { name: format!("modules/{name}"), mode: 0o644, data });
+            order.push(name);
+        }
+        let du: u64 = walk_files(&tree)?
+            .iter()
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len().div_ceil(4096) * 4096)
+            .sum();
+        let size_mib = du / (1024 * 1024) * 13 / 10 + 32;
+        make_ext4(&base.join("lib/modules"), &out.join("modules.ext4"), size_mib, "vmrepro-modules", cancel)?;
+        std::fs::remove_dir_all(&base).map_err(ImageError::io("removing staging folder", &base))?;
+    }
+    boot_members.push(Member::File {
+        name: "boot-modules".into(),
+        mode: 0o644,
+        data: format!("{}\n", order.join("\n")).into_bytes(),
+    });
+    let cpio = out.join("initramfs-modules.cpio");
+    write_archive(&cpio, &boot_members).map_err(ImageError::io("writing initramfs", &cpio))
+}
+
+/// The load order (dependencies first) of `roots` and everything they need, as paths
+/// relative to the modules tree, from the text of `modules.dep`
+/// (`kernel/…/x.ko[.xz]: dep.ko dep2.ko`). Roots absent from `modules.dep` are built in.
+pub fn boot_closure(modules_dep: &str, roots: &[&str]) -> Vec<String> {
+    let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut by_name: BTreeMap<String, String> = BTreeMap::new();
+    for line in modules_dep.lines() {
+        let Some((m, rest)) = line.split_once(':') else { continue };
+        deps.insert(m.to_string(), rest.split_whitespace().map(str::to_string).collect());
+        by_name.insert(module_name(m), m.to_string());
+    }
+    fn visit(m: &str, deps: &BTreeMap<String, Vec<String>>, seen: &mut BTreeSet<String>, out: &mut Vec<String>) {
+        if !seen.insert(m.to_string()) {
+            return;
+        }
+        for d in deps.get(m).into_iter().flatten() {
+            visit(d, deps, seen, out);
+        }
+        out.push(m.to_string());
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for r in roots {
+        if let Some(path) = by_name.get(&r.replace('-', "_")) {
+            visit(path, &deps, &mut seen, &mut out);
+        }
+    }
+    out
+}
+
+/// `kernel/drivers/block/virtio_blk.ko.xz` → `virtio_blk` (dashes folded to `_`).
+fn module_name(path: &str) -> String {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.split(".ko").next().unwrap_or(file).replace('-', "_")
+}
+
+fn module_file_name(path: &str) -> String {
+    format!("{}.ko", path.rsplit('/').next().unwrap_or(path).split(".ko").next().unwrap_or(path))
+}
+
+/// Reads a module, decompressing `.ko.xz` (busybox `insmod` wants plain ELF).
+fn read_module(path: &Path) -> Result<Vec<u8>, ImageError> {
+    let raw = std::fs::read(path).map_err(ImageError::io("reading module", path))?;
+    let name = path.to_string_lossy();
+    if name.ends_with(".xz") {
+        let mut out = Vec::new();
+        xz2::read::XzDecoder::new(&raw[..])
+            .read_to_end(&mut out)
+            .map_err(ImageError::io("decompressing module", path))?;
+        Ok(out)
+    } else if name.ends_with(".zst") || name.ends_with(".gz") {
+        Err(ImageError::Kernel(format!(
+            "{name}: zstd/gzip-compressed modules are not supported yet; use .ko or .ko.xz"
+        )))
+    } else {
+        Ok(raw)
+    }
+}
+
+/// The release string in a bzImage's setup header (`kernel_version` field at 0x20E).
+fn bzimage_release(image: &Path) -> Result<String, ImageError> {
+    let data = std::fs::read(image).map_err(ImageError::io("reading kernel image", image))?;
+    let bad = || {
+        ImageError::Kernel(format!(
+            "{}: not a bzImage (no setup header); give `modules:` so the release is known",
+            image.display()
+        ))
+    };
+    if data.len() < 0x210 || &data[0x202..0x206] != b"HdrS" {
+        return Err(bad());
+    }
+    let off = u16::from_le_bytes([data[0x20e], data[0x20f]]) as usize + 0x200;
+    let s = data.get(off..).ok_or_else(bad)?;
+    let end = s.iter().position(|&b| b == 0 || b == b' ').ok_or_else(bad)?;
+    Ok(String::from_utf8_lossy(&s[..end]).into_owned())
+}
+
+fn copy_tree(src: &Path, dst: &Path) -> Result<(), ImageError> {
+    for f in walk_files(src)? {
+        let rel = f.strip_prefix(src).unwrap_or(&f);
+        let d = dst.join(rel);
+        if let Some(p) = d.parent() {
+            std::fs::create_dir_all(p).map_err(ImageError::io("creating folder", p))?;
+        }
+        std::fs::copy(&f, &d).map_err(ImageError::io("copying module", &f))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closure_orders_dependencies_first_and_skips_builtins() {
+        let dep = "kernel/drivers/block/virtio_blk.ko: kernel/drivers/virtio/virtio_ring.ko kernel/drivers/virtio/virtio.ko\n\
+kernel/drivers/virtio/virtio_ring.ko:\n\
+kernel/drivers/virtio/virtio.ko:\n\
+kernel/drivers/virtio/virtio_pci.ko: kernel/drivers/virtio/virtio_pci_modern_dev.ko kernel/drivers/virtio/virtio_ring.ko kernel/drivers/virtio/virtio.ko\n\
+kernel/drivers/virtio/virtio_pci_modern_dev.ko:\n";
+        let order = boot_closure(dep, &["virtio_pci", "virtio_blk", "not_there"]);
+        assert_eq!(
+            order,
+            vec![
+                "kernel/drivers/virtio/virtio_pci_modern_dev.ko",
+                "kernel/drivers/virtio/virtio_ring.ko",
+                "kernel/drivers/virtio/virtio.ko",
+                "kernel/drivers/virtio/virtio_pci.ko",
+                "kernel/drivers/block/virtio_blk.ko",
+            ]
+        );
+    }
+
+    #[test]
+    fn module_names_fold_suffixes() {
+        assert_eq!(module_name("kernel/a/virtio-blk.ko.xz"), "virtio_blk");
+        assert_eq!(module_file_name("kernel/a/virtio_blk.ko.xz"), "virtio_blk.ko");
+    }
+}

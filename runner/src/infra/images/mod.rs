@@ -1,0 +1,333 @@
+//! Images: kernels, root filesystems and guest profiles, built or fetched once and kept
+//! in a content-addressed cache.
+//!
+//! The project's `images/` folder holds the recipes ([`Catalog`]): the pinned Debian
+//! kernel manifest (`kernels.yaml`), rootfs recipes (`rootfs/<name>.yaml` + overlay),
+//! the initramfs `/init`, and guest profiles (`profiles/<name>.sh`). This module turns
+//! them into artefacts ([`KernelArtifact`], [`RootfsArtifact`]) under the [`Cache`].
+
+pub mod cache;
+pub mod debian;
+pub mod initramfs;
+pub mod kernel;
+pub mod resolve;
+pub mod rootfs;
+pub mod source;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use cache::{Cache, CacheOutcome};
+pub use kernel::KernelArtifact;
+pub use resolve::{resolve_all, ImageRecord, Resolved};
+pub use rootfs::RootfsArtifact;
+
+/// Errors while reading recipes or building/fetching artefacts.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// No `images/` folder was found.
+    #[error("cannot find the images folder (looked for images/kernels.yaml above {start} and at {builtin}); pass --images DIR or set VMREPRO_IMAGES")]
+    NoImagesDir {
+        /// Where the search started.
+        start: PathBuf,
+        /// The compiled-in fallback.
+        builtin: PathBuf,
+    },
+    /// A recipe file couldn't be read or parsed.
+    #[error("{}: {message}", path.display())]
+    Recipe {
+        /// The recipe file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A file operation failed.
+    #[error("{what}: {}: {source}", path.display())]
+    Io {
+        /// What we were doing.
+        what: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// An external tool failed.
+    #[error("{tool} failed ({status}); last output:\n{tail}")]
+    Tool {
+        /// The command (program name and key arguments).
+        tool: String,
+        /// Exit status text.
+        status: String,
+        /// Last lines of its output.
+        tail: String,
+    },
+    /// A download failed or had the wrong checksum.
+    #[error("{0}")]
+    Fetch(String),
+    /// A kernel package or tree doesn't have what we need.
+    #[error("{0}")]
+    Kernel(String),
+}
+
+impl ImageError {
+    pub(crate) fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ImageError + 'a {
+        move |source| ImageError::Io { what, path: path.to_path_buf(), source }
+    }
+}
+
+/// One pinned Debian kernel package (an entry of `images/kernels.yaml`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PinnedKernel {
+    /// Kernel series named by suites, e.g. `"6.1"`.
+    pub series: String,
+    /// Debian flavour, e.g. `cloud-amd64`.
+    pub flavour: String,
+    /// Debian suite (distribution) whose index listed it, e.g. `bookworm`.
+    pub suite: String,
+    /// Binary package name.
+    pub package: String,
+    /// Package version.
+    pub version: String,
+    /// Path in the archive (`pool/…/*.deb`).
+    pub filename: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256 of the .deb, lowercase hex.
+    pub sha256: String,
+}
+
+/// One pinned Debian kernel source package (`sources:` in `images/kernels.yaml`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PinnedSource {
+    /// Kernel series, e.g. `"6.1"`.
+    pub series: String,
+    /// Debian suite whose index listed it.
+    pub suite: String,
+    /// Binary package name (`linux-source-<series>`).
+    pub package: String,
+    /// Package version.
+    pub version: String,
+    /// Path in the archive.
+    pub filename: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256, lowercase hex.
+    pub sha256: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KernelManifest {
+    #[allow(dead_code)]
+    pinned_on: String,
+    kernels: Vec<PinnedKernel>,
+    #[serde(default)]
+    sources: Vec<PinnedSource>,
+}
+
+/// A rootfs recipe (`images/rootfs/<name>.yaml`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RootfsRecipe {
+    /// Debian distribution for mmdebstrap, e.g. `bookworm`.
+    pub distribution: String,
+    /// mmdebstrap `--variant`.
+    pub variant: String,
+    /// Further suites of the same archive added to the sources, e.g.
+    /// `bookworm-backports`; a package is taken from one with apt's `pkg/suite` form.
+    #[serde(default)]
+    pub extra_suites: Vec<String>,
+    /// Packages to include (`name`, or `name/suite` for a package from an extra suite).
+    pub packages: Vec<String>,
+    /// Overlay folder copied over the rootfs, relative to `images/rootfs/`.
+    pub overlay: PathBuf,
+    /// ext4 image size in MiB.
+    pub size_mib: u64,
+}
+
+/// The project's recipes, read from its `images/` folder.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    /// The `images/` folder.
+    pub dir: PathBuf,
+    /// Pinned Debian kernels.
+    pub kernels: Vec<PinnedKernel>,
+    /// Pinned Debian kernel source packages.
+    pub sources: Vec<PinnedSource>,
+    /// Rootfs recipes by name, with their text (hashed into cache keys).
+    pub rootfs: BTreeMap<String, (RootfsRecipe, String)>,
+    /// Guest profiles by name → script path.
+    pub profiles: BTreeMap<String, PathBuf>,
+}
+
+/// The default rootfs recipe name.
+pub const DEFAULT_ROOTFS: &str = "bookworm-nfs";
+/// The default Debian kernel flavour.
+pub const DEFAULT_FLAVOUR: &str = "cloud-amd64";
+
+impl Catalog {
+    /// Finds the `images/` folder: `explicit` if given, else `$VMREPRO_IMAGES`, else the
+    /// nearest `images/kernels.yaml` above `start`, else the one this binary was built
+    /// from.
+    pub fn locate(explicit: Option<&Path>, start: &Path) -> Result<PathBuf, ImageError> {
+        if let Some(p) = explicit {
+            return Ok(p.to_path_buf());
+        }
+        if let Some(p) = std::env::var_os("VMREPRO_IMAGES") {
+            return Ok(PathBuf::from(p));
+        }
+        let start_abs = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
+        for dir in start_abs.ancestors() {
+            let cand = dir.join("images");
+            if cand.join("kernels.yaml").is_file() {
+                return Ok(cand);
+            }
+        }
+        let builtin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images");
+        if builtin.join("kernels.yaml").is_file() {
+            return Ok(builtin);
+        }
+        Err(ImageError::NoImagesDir { start: start_abs, builtin })
+    }
+
+    /// Reads every recipe in `dir`.
+    pub fn load(dir: &Path) -> Result<Self, ImageError> {
+        let read = |p: &Path| std::fs::read_to_string(p).map_err(ImageError::io("reading recipe", p));
+        let recipe_err =
+            |p: &Path, e: serde_yaml::Error| ImageError::Recipe { path: p.to_path_buf(), message: e.to_string() };
+
+        let kpath = dir.join("kernels.yaml");
+        let manifest: KernelManifest = serde_yaml::from_str(&read(&kpath)?).map_err(|e| recipe_err(&kpath, e))?;
+
+        let mut rootfs = BTreeMap::new();
+        let rdir = dir.join("rootfs");
+        for entry in std::fs::read_dir(&rdir).map_err(ImageError::io("listing rootfs recipes", &rdir))? {
+            let p = entry.map_err(ImageError::io("listing rootfs recipes", &rdir))?.path();
+            if p.extension().is_some_and(|e| e == "yaml") {
+                let text = read(&p)?;
+                let recipe: RootfsRecipe = serde_yaml::from_str(&text).map_err(|e| recipe_err(&p, e))?;
+                let name = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+                rootfs.insert(name, (recipe, text));
+            }
+        }
+
+        let mut profiles = BTreeMap::new();
+        let pdir = dir.join("profiles");
+        if let Ok(rd) = std::fs::read_dir(&pdir) {
+            for entry in rd.flatten() {
+                let p = entry.path();
+                if p.extension().is_some_and(|e| e == "sh") {
+                    let name = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+                    profiles.insert(name, p);
+                }
+            }
+        }
+        Ok(Catalog { dir: dir.to_path_buf(), kernels: manifest.kernels, sources: manifest.sources, rootfs, profiles })
+    }
+
+    /// The pinned kernel for `series` and `flavour`.
+    pub fn debian_kernel(&self, series: &str, flavour: &str) -> Option<&PinnedKernel> {
+        self.kernels.iter().find(|k| k.series == series && k.flavour == flavour)
+    }
+
+    /// The pinned kernel source package for `series`.
+    pub fn debian_source(&self, series: &str) -> Option<&PinnedSource> {
+        self.sources.iter().find(|k| k.series == series)
+    }
+
+    /// Series available for `flavour`, for error messages.
+    pub fn debian_series(&self, flavour: &str) -> Vec<String> {
+        self.kernels.iter().filter(|k| k.flavour == flavour).map(|k| k.series.clone()).collect()
+    }
+}
+
+/// A per-run cancellation flag for image builds: set it and every external tool started
+/// by [`run_tool`] with it (and that tool's children: it runs in its own process group)
+/// is killed within 100 ms, and its build fails, so nothing half-built reaches the cache.
+/// Each run has its own flag (see [`Cache::with_cancel`]): an interrupted run never
+/// fails the builds of a later run in the same process.
+#[derive(Debug, Clone, Default)]
+pub struct CancelFlag(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl CancelFlag {
+    /// A flag that is not set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the flag: builds using it stop.
+    pub fn cancel(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether the flag is set.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Runs an external tool in its own process group (killed with the runner:
+/// `PR_SET_PDEATHSIG`), capturing stdout and stderr (through a temp file, so a chatty
+/// tool can't block on a full pipe); on failure returns [`ImageError::Tool`] with the
+/// last lines; when `cancel` is set while it runs, kills it and fails. `log`, if given, receives the output as it is written (appended, so
+/// `tail -f` shows a long build's progress).
+pub(crate) fn run_tool(
+    cmd: &mut std::process::Command,
+    what: &str,
+    log: Option<&Path>,
+    cancel: &CancelFlag,
+) -> Result<String, ImageError> {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let fail = |status: String, tail: String| ImageError::Tool { tool: what.to_string(), status, tail };
+    let out = match log {
+        Some(path) => {
+            let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path);
+            f.map_err(|e| fail(format!("cannot open log {}: {e}", path.display()), String::new()))?
+        }
+        None => tempfile::tempfile().map_err(|e| fail(format!("cannot create output file: {e}"), String::new()))?,
+    };
+    let start = out.metadata().map(|m| m.len()).unwrap_or(0);
+    let err = out.try_clone().map_err(|e| fail(format!("cannot create output file: {e}"), String::new()))?;
+    cmd.stdin(Stdio::null()).stdout(out.try_clone().map_err(|e| fail(e.to_string(), String::new()))?).stderr(err);
+    cmd.process_group(0);
+    let parent = std::process::id();
+    // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid).
+    unsafe {
+        cmd.pre_exec(move || crate::infra::die_with_parent(parent));
+    }
+    let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start: {e}"), String::new()))?;
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(|e| fail(e.to_string(), String::new()))? {
+            break st;
+        }
+        if cancel.is_cancelled() {
+            // SAFETY: signalling the process group we created for this child.
+            unsafe {
+                libc::kill(-(child.id() as i32), libc::SIGKILL);
+            }
+            let _ = child.wait();
+            return Err(fail("interrupted".into(), String::new()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut text = String::new();
+    {
+        use std::io::{Read, Seek};
+        let mut f = out;
+        let _ = f.seek(std::io::SeekFrom::Start(start));
+        let mut bytes = Vec::new();
+        let _ = f.read_to_end(&mut bytes);
+        text.push_str(&String::from_utf8_lossy(&bytes));
+    }
+    if !status.success() {
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+        return Err(fail(status.to_string(), tail));
+    }
+    Ok(text)
+}

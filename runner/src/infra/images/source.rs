@@ -1,0 +1,186 @@
+//! Kernels built from source: a Debian `linux-source-X.Y` package, a base config
+//! (`defconfig` + `kvm_guest.config`), config fragments and patch files from the suite.
+//!
+//! Built once, cached under `kernel/<sha256 of every input>` with the build log
+//! (`build.log`) and the final `.config` (`config`) kept in the entry. Everything the
+//! guest needs must be built in (`CONFIG_MODULES` may be off): no modules disk is made.
+//! When `ccache` is installed, compiler results are kept in `<cache>/ccache`, so a
+//! second kernel that differs by one patch rebuilds in a fraction of the time.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::initramfs::{write_archive, Member};
+use super::{run_tool, Cache, ImageError, PinnedSource};
+use crate::infra::sha256_hex;
+
+/// Bumped when the way we build kernels changes.
+const SOURCE_FORMAT: &str = "vmrepro-source-kernel-v2";
+
+/// A kernel to build from source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceKernel {
+    /// The pinned source package.
+    pub source: PinnedSource,
+    /// Config fragments merged over `defconfig` + `kvm_guest.config`, in order.
+    pub fragments: Vec<PathBuf>,
+    /// Patches applied with `patch -p1`, in order.
+    pub patches: Vec<PathBuf>,
+}
+
+impl SourceKernel {
+    /// The cache key: source package, fragments' and patches' bytes, compiler version.
+    pub fn key(&self) -> Result<String, ImageError> {
+        let mut m = format!("{SOURCE_FORMAT}\n{}\n", self.source.sha256).into_bytes();
+        for (what, files) in [("fragment", &self.fragments), ("patch", &self.patches)] {
+            for f in files {
+                m.extend(format!("{what}\n").into_bytes());
+                m.extend(std::fs::read(f).map_err(ImageError::io("reading", f))?);
+            }
+        }
+        let cc = Command::new("gcc").arg("--version").output().map(|o| o.stdout).unwrap_or_default();
+        m.extend(cc);
+        Ok(sha256_hex(&m))
+    }
+
+    /// `-vmrepro`, plus `-<first patch's file stem>` (at most 40 characters) when
+    /// patched; appended to the release by `make LOCALVERSION=…`.
+    pub fn local_version(&self) -> String {
+        let mut v = String::from("-vmrepro");
+        if let Some(p) = self.patches.first() {
+            let stem: String = p
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+                .take(40)
+                .collect();
+            v.push('-');
+            v.push_str(&stem);
+        }
+        v
+    }
+
+    /// Short description for progress and results.
+    pub fn label(&self) -> String {
+        let names = |v: &[PathBuf]| {
+            v.iter()
+                .map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join("+")
+        };
+        let mut s = format!("kernel {} from source", self.source.package);
+        if !self.patches.is_empty() {
+            s.push_str(&format!(" + {}", names(&self.patches)));
+        }
+        s
+    }
+
+    /// Builds the kernel into `out` (an empty folder): `vmlinuz`, `release`, `config`,
+    /// `build.log`, `initramfs-modules.cpio` (empty module list).
+    pub fn build(&self, cache: &Cache, out: &Path) -> Result<(), ImageError> {
+        let (deb, _) = super::debian::fetch_deb(cache, &self.source.filename, self.source.size, &self.source.sha256)?;
+        let stage = out.join("src");
+        run_tool(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&stage), "dpkg-deb -x", None, cache.cancel_flag())?;
+        let usr_src = stage.join("usr/src");
+        let tarball = std::fs::read_dir(&usr_src)
+            .map_err(ImageError::io("listing the source package", &usr_src))?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(".tar.xz"))
+            .ok_or_else(|| ImageError::Kernel(format!("{}: no usr/src/*.tar.xz", deb.display())))?;
+        run_tool(
+            Command::new("tar").arg("-xf").arg(&tarball).arg("-C").arg(&usr_src),
+            "tar -xf (kernel source)",
+            None,
+            cache.cancel_flag(),
+        )?;
+        std::fs::remove_file(&tarball).map_err(ImageError::io("removing tarball", &tarball))?;
+        let tree = std::fs::read_dir(&usr_src)
+            .map_err(ImageError::io("listing", &usr_src))?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.is_dir() && p.join("Makefile").is_file())
+            .ok_or_else(|| ImageError::Kernel("the source package holds no kernel tree".into()))?;
+        let log = out.join("build.log");
+        let step = |cmd: &mut Command, what: &str| -> Result<(), ImageError> {
+            let _ = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, format!("### {what}\n").as_bytes()));
+            cmd.current_dir(&tree);
+            run_tool(cmd, what, Some(&log), cache.cancel_flag()).map(|_| ())
+        };
+        for p in &self.patches {
+            step(
+                Command::new("patch").args(["-p1", "--forward", "--batch", "-i"]).arg(p),
+                &format!("patch -p1 < {}", p.display()),
+            )?;
+        }
+        // `uname -r` tells the builds apart: 6.1.176-vmrepro, 6.1.176-vmrepro-<patch>.
+        let local_version = self.local_version();
+        let make = || {
+            let mut m = make_cmd(cache);
+            m.arg(format!("LOCALVERSION={local_version}"));
+            m
+        };
+        step(make().arg("defconfig"), "make defconfig")?;
+        step(make().arg("kvm_guest.config"), "make kvm_guest.config")?;
+        let mut merge = Command::new("scripts/kconfig/merge_config.sh");
+        merge.arg("-m").arg(".config").args(&self.fragments);
+        step(&mut merge, "merge_config.sh")?;
+        step(make().arg("olddefconfig"), "make olddefconfig")?;
+        // Every `=y` a fragment asks for must have stuck (a dependency may veto it).
+        let config = std::fs::read_to_string(tree.join(".config")).map_err(ImageError::io("reading .config", &tree))?;
+        for f in &self.fragments {
+            let text = std::fs::read_to_string(f).map_err(ImageError::io("reading fragment", f))?;
+            for line in text.lines().map(str::trim).filter(|l| l.starts_with("CONFIG_") && l.ends_with("=y")) {
+                if !config.lines().any(|c| c == line) {
+                    return Err(ImageError::Kernel(format!("{}: {line} did not stick after olddefconfig (a dependency is missing or the option doesn't exist in {})", f.display(), self.source.package)));
+                }
+            }
+        }
+        let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+        step(make().arg(format!("-j{jobs}")).arg("bzImage"), "make bzImage")?;
+        let release = run_tool(
+            make().args(["-s", "kernelrelease"]).current_dir(&tree),
+            "make kernelrelease",
+            None,
+            cache.cancel_flag(),
+        )?;
+        std::fs::write(out.join("release"), format!("{}\n", release.trim())).map_err(ImageError::io("writing", out))?;
+        std::fs::copy(tree.join("arch/x86/boot/bzImage"), out.join("vmlinuz"))
+            .map_err(ImageError::io("copying bzImage", &tree))?;
+        std::fs::write(out.join("config"), &config).map_err(ImageError::io("writing config", out))?;
+        let cpio = out.join("initramfs-modules.cpio");
+        write_archive(
+            &cpio,
+            &[
+                Member::Dir { name: "modules".into() },
+                Member::File { name: "boot-modules".into(), mode: 0o644, data: b"\n".to_vec() },
+            ],
+        )
+        .map_err(ImageError::io("writing initramfs", &cpio))?;
+        std::fs::remove_dir_all(&stage).map_err(ImageError::io("removing source tree", &stage))?;
+        Ok(())
+    }
+}
+
+/// A `make` command; with `CC="ccache gcc"` (cache in `<cache>/ccache`) when ccache is
+/// installed.
+fn make_cmd(cache: &Cache) -> Command {
+    let mut cmd = Command::new("make");
+    let has_ccache =
+        std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("ccache").is_file()));
+    if has_ccache {
+        let dir = cache.root().join("ccache");
+        let _ = std::fs::create_dir_all(&dir);
+        cmd.args(["CC=ccache gcc", "HOSTCC=ccache gcc"])
+            .env("CCACHE_DIR", dir)
+            .env("CCACHE_NOHASHDIR", "1")
+            .env("CCACHE_MAXSIZE", "5G");
+    }
+    cmd
+}

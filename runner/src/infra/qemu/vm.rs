@@ -1,0 +1,393 @@
+//! A running VM: owns its QEMU process (in its own process group, inside the suite's
+//! network namespace), its QMP and guest-agent connections, and knows its console log.
+//!
+//! Every wait is bounded and races QEMU's exit, so a guest that panics, or a QEMU killed
+//! from outside, fails the wait at once, not at its timeout. Shutdown escalates: QMP
+//! `quit` → SIGTERM to the process group → SIGKILL, each with a bounded grace period
+//! ([`QUIT_GRACE`], [`TERM_GRACE`]). Dropping a `Vm` kills the group.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::args::{qemu_args, QemuConfig};
+use super::qga::{ExecResult, Qga};
+use super::qmp::Qmp;
+use crate::infra::net::Namespace;
+
+/// How often waits poll the guest agent and QEMU's state.
+const POLL: Duration = Duration::from_millis(100);
+/// Console lines shown with a failure.
+pub const CONSOLE_TAIL_LINES: usize = 25;
+/// Longest wait for QMP's greeting and capability negotiation once its socket exists.
+const QMP_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait for one guest-agent `guest-sync` answer while booting (then retried).
+const QGA_SYNC_WAIT: Duration = Duration::from_secs(2);
+/// How long QEMU gets to exit after QMP `quit` (the command itself included).
+pub const QUIT_GRACE: Duration = Duration::from_secs(5);
+/// How long QEMU gets to exit after SIGTERM before SIGKILL.
+pub const TERM_GRACE: Duration = Duration::from_secs(3);
+/// How long a broken agent connection waits for QEMU's exit to be seen (the socket
+/// closes while QEMU dies, a moment before its exit status is available).
+const AGENT_LOSS_GRACE: Duration = Duration::from_secs(1);
+
+/// Failures of one VM.
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    /// QEMU couldn't be started.
+    #[error("VM {vm}: cannot start QEMU: {source}")]
+    Spawn {
+        /// VM name.
+        vm: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// QEMU exited while we were waiting on it (guest panic, QEMU error, killed).
+    #[error("VM {vm}: QEMU exited ({status}) {during}{}; QEMU said: {}\nlast console lines:\n{console}",
+        if console.contains("Kernel panic") { " (the guest kernel panicked)" } else { "" },
+        if qemu_stderr.trim().is_empty() { "nothing" } else { qemu_stderr.as_str() })]
+    Exited {
+        /// VM name.
+        vm: String,
+        /// Exit status text, e.g. `exit status: 0` or `signal: 9 (SIGKILL)`.
+        status: String,
+        /// What we were waiting for.
+        during: String,
+        /// QEMU's own stderr (last lines).
+        qemu_stderr: String,
+        /// Console tail.
+        console: String,
+    },
+    /// The guest agent didn't answer within `boot_timeout`.
+    #[error("VM {vm}: guest agent did not answer within boot_timeout ({}s)\nlast console lines:\n{console}", timeout.as_secs())]
+    BootTimeout {
+        /// VM name.
+        vm: String,
+        /// The limit.
+        timeout: Duration,
+        /// Console tail.
+        console: String,
+    },
+    /// A step exceeded its timeout.
+    #[error("VM {vm}: step {step} did not finish within its timeout ({}s)", timeout.as_secs())]
+    StepTimeout {
+        /// VM name.
+        vm: String,
+        /// Step name.
+        step: String,
+        /// The limit.
+        timeout: Duration,
+    },
+    /// The guest agent connection failed.
+    #[error("VM {vm}: guest agent: {source}")]
+    Agent {
+        /// VM name.
+        vm: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// One QEMU guest.
+#[derive(Debug)]
+pub struct Vm {
+    /// VM name.
+    pub name: String,
+    child: tokio::process::Child,
+    pgid: i32,
+    qmp: Option<Qmp>,
+    qga: Option<Qga>,
+    config: QemuConfig,
+    stderr_log: PathBuf,
+    exit: Option<std::process::ExitStatus>,
+}
+
+/// The guest's and the host's wall clocks at one moment, nanoseconds since the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockSample {
+    /// Host clock.
+    pub host_ns: i64,
+    /// Guest clock (`guest-get-time`).
+    pub guest_ns: i64,
+}
+
+/// How a VM ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ending {
+    /// It had already exited (crash, panic, killed from outside).
+    AlreadyExited,
+    /// QMP `quit`.
+    Quit,
+    /// SIGTERM.
+    Terminated,
+    /// SIGKILL.
+    Killed,
+}
+
+impl Vm {
+    /// Starts QEMU for `config` inside `ns`; QEMU's stderr goes to `stderr_log`.
+    pub fn spawn(config: &QemuConfig, ns: &Namespace, stderr_log: &Path) -> Result<Vm, VmError> {
+        let err = |source| VmError::Spawn { vm: config.name.clone(), source };
+        let stderr = std::fs::File::create(stderr_log).map_err(err)?;
+        let mut cmd = std::process::Command::new(super::qemu_binary());
+        cmd.args(qemu_args(config)).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        ns.enter(&mut cmd);
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.kill_on_drop(true);
+        let child = cmd.spawn().map_err(err)?;
+        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+        Ok(Vm {
+            name: config.name.clone(),
+            child,
+            pgid,
+            qmp: None,
+            qga: None,
+            config: config.clone(),
+            stderr_log: stderr_log.to_path_buf(),
+            exit: None,
+        })
+    }
+
+    /// QEMU's PID.
+    pub fn pid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// Errors with [`VmError::Exited`] if QEMU has exited.
+    fn check_alive(&mut self, during: &str) -> Result<(), VmError> {
+        if self.exit.is_none() {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                self.exit = Some(st);
+            }
+        }
+        match self.exit {
+            None => Ok(()),
+            Some(st) => Err(self.exited(st, during)),
+        }
+    }
+
+    /// The [`VmError::Exited`] for exit status `st`.
+    fn exited(&self, st: std::process::ExitStatus, during: &str) -> VmError {
+        VmError::Exited {
+            vm: self.name.clone(),
+            status: st.to_string(),
+            during: during.to_string(),
+            qemu_stderr: tail(&std::fs::read_to_string(&self.stderr_log).unwrap_or_default(), 5),
+            console: self.console_tail(CONSOLE_TAIL_LINES),
+        }
+    }
+
+    /// The error for a wait that [`or_exit`] cut short.
+    fn exit_error(&mut self, st: std::io::Result<std::process::ExitStatus>, during: &str) -> VmError {
+        match st {
+            Ok(st) => {
+                self.exit = Some(st);
+                self.exited(st, during)
+            }
+            Err(e) => VmError::Agent { vm: self.name.clone(), source: e },
+        }
+    }
+
+    /// The error for a failed agent request: the agent's connection breaks a moment
+    /// before QEMU's exit is seen, so wait up to [`AGENT_LOSS_GRACE`] for QEMU to exit
+    /// and report that ([`VmError::Exited`]) rather than [`VmError::Agent`].
+    async fn agent_error(&mut self, source: std::io::Error, during: &str) -> VmError {
+        if self.exit.is_none() {
+            if let Ok(Ok(st)) = tokio::time::timeout(AGENT_LOSS_GRACE, self.child.wait()).await {
+                self.exit = Some(st);
+            }
+        }
+        match self.exit {
+            Some(st) => self.exited(st, during),
+            None => VmError::Agent { vm: self.name.clone(), source },
+        }
+    }
+
+    /// The last `n` lines of the serial console.
+    pub fn console_tail(&self, n: usize) -> String {
+        let bytes = std::fs::read(&self.config.console_log).unwrap_or_default();
+        tail(&String::from_utf8_lossy(&bytes), n)
+    }
+
+    /// Waits until the guest agent answers; returns how long it took from now.
+    ///
+    /// Errors: [`VmError::Exited`] as soon as QEMU exits (e.g. the guest kernel
+    /// panicked), [`VmError::BootTimeout`] after `timeout`.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> Result<Duration, VmError> {
+        const DURING: &str = "while booting";
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let mut attempt: i32 = 0;
+        loop {
+            self.check_alive(DURING)?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if self.qmp.is_none() && self.config.qmp_socket.exists() {
+                let connect =
+                    tokio::time::timeout(QMP_CONNECT_TIMEOUT.min(left), Qmp::connect(&self.config.qmp_socket));
+                match or_exit(&mut self.child, connect).await {
+                    Ok(r) => self.qmp = r.ok().and_then(Result::ok),
+                    Err(st) => return Err(self.exit_error(st, DURING)),
+                }
+            }
+            if self.config.qga_socket.exists() {
+                attempt += 1;
+                let id = (std::process::id() as i32).wrapping_mul(1000).wrapping_add(attempt) & 0x7fff_ffff;
+                let wait = QGA_SYNC_WAIT.min(deadline.saturating_duration_since(Instant::now()));
+                // Bounded twice: the sync by `wait`, the connection by `wait` plus a second.
+                let connect =
+                    tokio::time::timeout(wait + POLL * 10, Qga::try_connect(&self.config.qga_socket, wait, id));
+                match or_exit(&mut self.child, connect).await {
+                    Ok(Ok(Ok(Some(qga)))) => {
+                        self.qga = Some(qga);
+                        return Ok(start.elapsed());
+                    }
+                    Ok(_) => {}
+                    Err(st) => return Err(self.exit_error(st, DURING)),
+                }
+            }
+            if Instant::now() >= deadline {
+                self.check_alive(DURING)?;
+                return Err(VmError::BootTimeout {
+                    vm: self.name.clone(),
+                    timeout,
+                    console: self.console_tail(CONSOLE_TAIL_LINES),
+                });
+            }
+            if let Err(st) = or_exit(&mut self.child, tokio::time::sleep(POLL)).await {
+                return Err(self.exit_error(st, DURING));
+            }
+        }
+    }
+
+    /// Runs `script` with `/bin/sh -c` in the guest (stdin from `stdin`), waiting up to
+    /// `timeout`. `step` names it in errors.
+    ///
+    /// Errors: [`VmError::StepTimeout`] after `timeout` (the guest process is left
+    /// running; the caller shuts the VM down), [`VmError::Exited`] as soon as QEMU
+    /// exits, [`VmError::Agent`] if the agent connection fails.
+    /// Reads the guest's clock through the agent (bounded: 5 s), with the host's clock
+    /// taken halfway through the request. `None` if the agent doesn't answer.
+    pub async fn clock_sample(&self) -> Option<ClockSample> {
+        let qga = self.qga.as_ref()?;
+        let t0 = std::time::SystemTime::now();
+        let guest = tokio::time::timeout(Duration::from_secs(5), qga.time_ns()).await.ok()?.ok()?;
+        let t1 = std::time::SystemTime::now();
+        let half = t1.duration_since(t0).unwrap_or_default() / 2;
+        let host = (t0 + half).duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as i64;
+        Some(ClockSample { host_ns: host, guest_ns: guest })
+    }
+
+    pub async fn exec(
+        &mut self,
+        step: &str,
+        script: &str,
+        stdin: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<ExecResult, VmError> {
+        let during = format!("during step {step}");
+        self.check_alive(&during)?;
+        let deadline = Instant::now() + timeout;
+        let timed_out = |vm: &Vm| VmError::StepTimeout { vm: vm.name.clone(), step: step.into(), timeout };
+        let Some(qga) = self.qga.as_ref() else {
+            return Err(VmError::Agent { vm: self.name.clone(), source: std::io::Error::other("not connected") });
+        };
+        let argv = ["-c".to_string(), script.to_string()];
+        let spawn = tokio::time::timeout(timeout, qga.spawn("/bin/sh", &argv, stdin));
+        let pid = match or_exit(&mut self.child, spawn).await {
+            Ok(Ok(Ok(pid))) => pid,
+            Ok(Ok(Err(e))) => return Err(self.agent_error(e, &during).await),
+            Ok(Err(_)) => return Err(timed_out(self)),
+            Err(st) => return Err(self.exit_error(st, &during)),
+        };
+        loop {
+            let qga = self.qga.as_ref().expect("connected above");
+            let left = deadline.saturating_duration_since(Instant::now());
+            let status = tokio::time::timeout(left.max(Duration::from_millis(1)), qga.status(pid));
+            match or_exit(&mut self.child, status).await {
+                Ok(Ok(Ok(Some(r)))) => return Ok(r),
+                Ok(Ok(Ok(None))) | Ok(Err(_)) => {}
+                Ok(Ok(Err(e))) => return Err(self.agent_error(e, &during).await),
+                Err(st) => return Err(self.exit_error(st, &during)),
+            }
+            if Instant::now() >= deadline {
+                return Err(timed_out(self));
+            }
+            if let Err(st) = or_exit(&mut self.child, tokio::time::sleep(POLL)).await {
+                return Err(self.exit_error(st, &during));
+            }
+        }
+    }
+
+    /// Stops the VM: QMP `quit` (if QMP is connected) with [`QUIT_GRACE`], then SIGTERM
+    /// to its process group with [`TERM_GRACE`], then SIGKILL. Always reaps QEMU, so
+    /// when this returns no process of this VM is left; takes at most about 8 s.
+    pub async fn shutdown(&mut self) -> Ending {
+        self.qga = None;
+        if self.exit.is_some() || matches!(self.child.try_wait(), Ok(Some(_))) {
+            self.qmp = None;
+            if let Ok(st) = self.child.wait().await {
+                self.exit = Some(st);
+            }
+            return Ending::AlreadyExited;
+        }
+        if let Some(qmp) = self.qmp.take() {
+            let quit = async {
+                let _ = qmp.quit().await;
+                self.child.wait().await
+            };
+            if let Ok(Ok(st)) = tokio::time::timeout(QUIT_GRACE, quit).await {
+                self.exit = Some(st);
+                return Ending::Quit;
+            }
+        }
+        self.signal(libc::SIGTERM);
+        if let Ok(Ok(st)) = tokio::time::timeout(TERM_GRACE, self.child.wait()).await {
+            self.exit = Some(st);
+            return Ending::Terminated;
+        }
+        self.signal(libc::SIGKILL);
+        if let Ok(st) = self.child.wait().await {
+            self.exit = Some(st);
+        }
+        Ending::Killed
+    }
+
+    fn signal(&self, sig: i32) {
+        if self.pgid > 0 {
+            // SAFETY: sending a signal to our own child's process group.
+            unsafe {
+                libc::kill(-self.pgid, sig);
+            }
+        }
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        if self.exit.is_none() {
+            self.signal(libc::SIGKILL);
+            let _ = self.child.start_kill();
+        }
+    }
+}
+
+/// Awaits `fut` unless `child` exits first; then `Err` with its exit status. The exit is
+/// noticed at once (tokio's SIGCHLD handling), so no wait on a guest outlives its QEMU.
+async fn or_exit<T>(
+    child: &mut tokio::process::Child,
+    fut: impl std::future::Future<Output = T>,
+) -> Result<T, std::io::Result<std::process::ExitStatus>> {
+    tokio::select! {
+        biased;
+        st = child.wait() => Err(st),
+        r = fut => Ok(r),
+    }
+}
+
+/// The last `n` lines of `text`.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}

@@ -1,0 +1,376 @@
+//! Analysis of a measurement from a saved run folder: no VM, only files.
+//!
+//! For every measured iteration ([`super::plan::Iteration`], listed in the run's
+//! `plan.json`) the step's stdout (`vms/<vm>/NN-<step>.stdout`, named in `run.json`) is
+//! split into its sections ([`Sections`]); GNU time's report gives the elapsed, user
+//! and system seconds and `run`'s exit status; each observer's two outputs give counter
+//! deltas ([`stats::delta`]) and the derived metrics of its kind; each remote observer's
+//! two steps give the packets its netem sent and dropped during the iteration; the
+//! checks are applied. Over a VM's iterations the metric is summarised and compared with
+//! the baseline VM's ([`stats::compare`]: median change over 10 % **and** separated
+//! ranges).
+//!
+//! An iteration whose step did not pass, whose GNU time report can't be read, or whose
+//! `run` exited with another status than expected, is listed with its outcome and a
+//! problem, and left out of the statistics.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::observer::{derived_metrics, Observation, ObserverKind, RemoteObserver};
+use super::plan::{Bytes, Expect, Iteration, MeasurementPlan};
+use super::script::{Section, Sections};
+use super::spec::Better;
+use super::stats::{compare, delta, summarize, Comparison, Summary};
+use crate::parse::gnutime;
+use crate::run::record::{RunRecord, StepStatus};
+use crate::run::RunError;
+
+/// One measured iteration, analysed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IterationResult {
+    /// 1-based number among the VM's measured iterations.
+    pub iteration: u32,
+    /// Its step.
+    pub step: String,
+    /// How the step ended.
+    pub status: StepStatus,
+    /// `run`'s exit status (from GNU time: 0 unless it reported another).
+    pub exit_status: Option<i32>,
+    /// Wall-clock seconds of `run` (GNU time).
+    pub elapsed_s: Option<f64>,
+    /// User CPU seconds of `run`.
+    pub user_s: Option<f64>,
+    /// System CPU seconds of `run`.
+    pub system_s: Option<f64>,
+    /// Bytes `run` moved (the measurement's `bytes`, or the number its record printed).
+    pub bytes: Option<u64>,
+    /// `bytes / 10^6 / elapsed_s` (MB = 10^6 bytes); `None` when either is unknown or
+    /// the elapsed time is zero.
+    pub throughput_mb_s: Option<f64>,
+    /// The derived metrics of the observers (deltas over `run`; `None`: not knowable).
+    pub metrics: BTreeMap<String, Option<i64>>,
+    /// Every counter that changed over `run`, `name → delta`.
+    pub changed_counters: BTreeMap<String, i64>,
+    /// Counters absent before `run` and present after it, `name → value after`
+    /// (`netstat -s` leaves out counters while they are zero).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub appeared_counters: BTreeMap<String, u64>,
+    /// What the remote observers saw during the iteration.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remote: Vec<RemoteResult>,
+    /// The records' outputs, trimmed.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub records: BTreeMap<String, String>,
+    /// Whether it counts in the statistics.
+    pub counted: bool,
+    /// The parsed output, for presets (not serialized).
+    #[serde(skip)]
+    pub raw: Raw,
+}
+
+/// An iteration's output as the analysis read it.
+#[derive(Debug, Clone, Default)]
+pub struct Raw {
+    /// The sections.
+    pub sections: Sections,
+    /// Every observer's reading before `run`, merged.
+    pub before: Observation,
+    /// Every observer's reading after `run`, merged.
+    pub after: Observation,
+}
+
+/// What a remote observer saw during one iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteResult {
+    /// The VM read.
+    pub vm: String,
+    /// The observer (`netem`).
+    pub observer: String,
+    /// Packets its netem sent on during the iteration (IP fragments count one each;
+    /// tc's "Sent" leaves dropped packets out).
+    pub sent_packets: u64,
+    /// Packets its netem dropped.
+    pub dropped_packets: u64,
+}
+
+/// One measured VM over its iterations.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VmResult {
+    /// VM name.
+    pub vm: String,
+    /// `uname -r` printed in the guest (first measured iteration that printed it).
+    pub kernel_release: String,
+    /// Its measured iterations.
+    pub iterations: Vec<IterationResult>,
+    /// The metric over the counted iterations.
+    pub metric: Option<Summary>,
+    /// Elapsed seconds over the counted iterations.
+    pub elapsed_s: Option<Summary>,
+    /// Median throughput, MB/s (10^6 bytes/s).
+    pub median_mb_s: Option<f64>,
+    /// Median of the metric ÷ the baseline's (for "higher is better" metrics, the
+    /// baseline's ÷ this VM's, so > 1 is always worse).
+    pub ratio_to_baseline: Option<f64>,
+    /// Comparison with the baseline (absent for the baseline itself).
+    pub comparison: Option<Comparison>,
+    /// The verdict in words (`slower (2.5x–3.5x)`; `worse`/`better` for metrics other
+    /// than times and rates).
+    pub verdict: Option<String>,
+    /// Each derived metric summed over the counted iterations (`None` if unknown in one).
+    pub totals: BTreeMap<String, Option<i64>>,
+    /// `run`'s exit status in each measured iteration, in order.
+    pub exit_statuses: Vec<Option<i32>>,
+}
+
+/// One measurement, analysed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MeasurementResult {
+    /// Its name.
+    pub name: String,
+    /// The built-in scenario that made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// The verdict's metric.
+    pub metric: String,
+    /// Which direction of it is better.
+    pub better: Better,
+    /// The baseline VM.
+    pub baseline: String,
+    /// Measured VMs in order.
+    pub vms: Vec<VmResult>,
+    /// Checks that failed and outputs that could not be read.
+    pub problems: Vec<String>,
+}
+
+impl MeasurementResult {
+    /// The VM named `vm`.
+    pub fn vm(&self, vm: &str) -> Option<&VmResult> {
+        self.vms.iter().find(|v| v.vm == vm)
+    }
+}
+
+/// Analyses measurement `m` of the run recorded in `rec`, whose files are under `dir`.
+///
+/// Errors: a step output named in `run.json` can't be read.
+pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<MeasurementResult, RunError> {
+    let mut problems = Vec::new();
+    let derived = derived_metrics(m.observers.iter().map(|o| o.kind()));
+    let mut vms = Vec::new();
+    for mv in &m.vms {
+        let mut iterations = Vec::new();
+        let mut release = String::new();
+        for it in m.iterations.iter().filter(|i| i.vm == mv.vm && !i.warmup) {
+            let r = analyse_iteration(m, it, rec, dir, &derived, &mut problems)?;
+            if release.is_empty() {
+                release = r.raw.sections.text(Section::Uname).trim().to_string();
+            }
+            iterations.push(r);
+        }
+        let counted: Vec<&IterationResult> = iterations.iter().filter(|i| i.counted).collect();
+        let elapsed: Vec<f64> = counted.iter().filter_map(|i| i.elapsed_s).collect();
+        let values: Vec<f64> = counted.iter().filter_map(|i| metric_value(&m.metric.name, i)).collect();
+        let mut mbs: Vec<f64> = counted.iter().filter_map(|i| i.throughput_mb_s).collect();
+        mbs.sort_by(f64::total_cmp);
+        let totals = derived
+            .keys()
+            .map(|k| (k.to_string(), counted.iter().try_fold(0, |acc, i| Some(acc + i.metrics.get(*k).copied()??))))
+            .collect();
+        vms.push(VmResult {
+            vm: mv.vm.clone(),
+            kernel_release: release,
+            metric: summarize(&values),
+            elapsed_s: summarize(&elapsed),
+            median_mb_s: summarize(&mbs).map(|s| s.median),
+            ratio_to_baseline: None,
+            comparison: None,
+            verdict: None,
+            totals,
+            exit_statuses: iterations.iter().map(|i| i.exit_status).collect(),
+            iterations,
+        });
+    }
+    let values = |v: &VmResult| -> Vec<f64> {
+        v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(&m.metric.name, i)).collect()
+    };
+    // "Higher is better" metrics are compared on their reciprocals, so that `Slower`
+    // always means worse.
+    let oriented = |xs: Vec<f64>| -> Vec<f64> {
+        match m.metric.better {
+            Better::Lower => xs,
+            Better::Higher => xs.into_iter().map(|x| if x == 0.0 { f64::INFINITY } else { 1.0 / x }).collect(),
+        }
+    };
+    let base = vms.iter().find(|v| v.vm == m.baseline).map(|v| oriented(values(v))).unwrap_or_default();
+    for v in &mut vms {
+        if let Some(cmp) = compare(&oriented(values(v)), &base) {
+            v.ratio_to_baseline = Some(cmp.median_ratio);
+            if v.vm != m.baseline {
+                v.verdict = Some(verdict_text(&cmp, m.metric.is_speed()));
+                v.comparison = Some(cmp);
+            }
+        }
+    }
+    Ok(MeasurementResult {
+        name: m.name.clone(),
+        preset: m.preset.clone(),
+        metric: m.metric.name.clone(),
+        better: m.metric.better,
+        baseline: m.baseline.clone(),
+        vms,
+        problems,
+    })
+}
+
+/// The verdict in words: `same`, `slower (2.5x–3.5x)`, or with `worse`/`better` for
+/// metrics that are not times or rates.
+pub fn verdict_text(cmp: &Comparison, speed: bool) -> String {
+    let text = cmp.verdict.to_string();
+    if speed {
+        text
+    } else {
+        text.replacen("slower", "worse", 1).replacen("faster", "better", 1)
+    }
+}
+
+/// The value of metric `name` in iteration `i`.
+pub fn metric_value(name: &str, i: &IterationResult) -> Option<f64> {
+    match name {
+        "elapsed_s" => i.elapsed_s,
+        "user_s" => i.user_s,
+        "system_s" => i.system_s,
+        "throughput_mb_s" => i.throughput_mb_s,
+        other => match i.metrics.get(other) {
+            Some(v) => v.map(|v| v as f64),
+            None => {
+                let b = i.raw.before.counters.get(other);
+                let a = i.raw.after.counters.get(other);
+                match (b, a) {
+                    (Some(b), Some(a)) => Some(*a as f64 - *b as f64),
+                    _ => i.changed_counters.get(other).map(|d| *d as f64),
+                }
+            }
+        },
+    }
+}
+
+fn analyse_iteration(
+    m: &MeasurementPlan,
+    it: &Iteration,
+    rec: &RunRecord,
+    dir: &Path,
+    derived: &BTreeMap<&'static str, super::observer::DerivedMetric>,
+    problems: &mut Vec<String>,
+) -> Result<IterationResult, RunError> {
+    let who = format!("{}: {}", it.vm, it.step);
+    let step = rec.vm(&it.vm).and_then(|v| v.step(&it.step));
+    let mut r = IterationResult {
+        iteration: it.number,
+        step: it.step.clone(),
+        status: step.map_or(StepStatus::Skipped, |s| s.status),
+        exit_status: None,
+        elapsed_s: None,
+        user_s: None,
+        system_s: None,
+        bytes: None,
+        throughput_mb_s: None,
+        metrics: BTreeMap::new(),
+        changed_counters: BTreeMap::new(),
+        appeared_counters: BTreeMap::new(),
+        remote: vec![],
+        records: BTreeMap::new(),
+        counted: false,
+        raw: Raw::default(),
+    };
+    let Some(step) = step.filter(|s| s.status == StepStatus::Passed) else {
+        problems.push(format!("{who}: did not pass ({})", r.status));
+        return Ok(r);
+    };
+    let sections = Sections::split(&step.stdout_text(dir)?);
+    for rc in &m.records {
+        if let Some(t) = sections.get(Section::Record(&rc.name)) {
+            r.records.insert(rc.name.clone(), t.trim().to_string());
+        }
+    }
+    let time = match gnutime::parse(sections.text(Section::Time)) {
+        Ok(t) => t,
+        Err(e) => {
+            problems.push(format!("{who}: {e}"));
+            r.raw.sections = sections;
+            return Ok(r);
+        }
+    };
+    r.exit_status = time.exit_status;
+    r.elapsed_s = Some(time.elapsed_s);
+    r.user_s = Some(time.user_s);
+    r.system_s = Some(time.system_s);
+    r.counted = true;
+    if time.exit_status != Some(m.expect_exit) {
+        let got = time.exit_status.map_or("no exit status".into(), |s| format!("exited {s}"));
+        problems.push(format!("{who}: the command {got}, expected {}", m.expect_exit));
+        r.counted = false;
+    }
+    for o in &m.observers {
+        let kind = o.kind();
+        for (section, side) in [(Section::Before(kind), &mut r.raw.before), (Section::After(kind), &mut r.raw.after)] {
+            match o.observe(sections.text(section)) {
+                Ok(obs) => side.extend(obs),
+                Err(e) => problems.push(format!("{who}: section {}: {e}", section.name())),
+            }
+        }
+    }
+    let d = delta(&r.raw.before.counters, &r.raw.after.counters);
+    r.changed_counters = d.changed();
+    r.appeared_counters = d.only_after;
+    for (name, metric) in derived {
+        r.metrics.insert(name.to_string(), metric.compute(&r.raw.before, &r.raw.after));
+    }
+    r.bytes = match &m.bytes {
+        Some(Bytes::Fixed(n)) => Some(*n),
+        Some(Bytes::Record(name)) => Some(r.records.get(name).and_then(|t| t.parse().ok()).unwrap_or(0)),
+        None => None,
+    };
+    r.throughput_mb_s = r.bytes.zip(r.elapsed_s).filter(|(_, e)| *e > 0.0).map(|(b, e)| b as f64 / 1e6 / e);
+    for c in &m.checks {
+        let text = sections.get(Section::Record(&c.section)).map(str::trim);
+        let failed = match (&c.expect, text) {
+            (_, None) => Some(format!("section {} was not printed", c.section)),
+            (Expect::Equals(want), Some(got)) if got != want => {
+                Some(format!("section {} is {got:?}, expected {want:?}", c.section))
+            }
+            (Expect::Contains(want), Some(got)) if !got.contains(want.as_str()) => {
+                Some(format!("section {} does not contain {want:?}", c.section))
+            }
+            _ => None,
+        };
+        if let Some(f) = failed {
+            problems.push(format!("{who}: {f}"));
+        }
+    }
+    for reading in &it.remote {
+        let Some(RemoteObserver::Netem { .. }) = m.remote.get(reading.observer) else { continue };
+        let counters = |step: &str| -> Result<Option<(u64, u64)>, RunError> {
+            match rec.vm(&reading.vm).and_then(|v| v.step(step)) {
+                Some(s) => Ok(crate::parse::tc::netem_counters(&s.stdout_text(dir)?)),
+                None => Ok(None),
+            }
+        };
+        if let (Some(a), Some(b)) = (counters(&reading.before)?, counters(&reading.after)?) {
+            r.remote.push(RemoteResult {
+                vm: reading.vm.clone(),
+                observer: "netem".into(),
+                sent_packets: b.0.saturating_sub(a.0),
+                dropped_packets: b.1.saturating_sub(a.1),
+            });
+        }
+    }
+    r.raw.sections = sections;
+    Ok(r)
+}
+
+/// The observer kinds whose derived metrics `m` reports, in table order.
+pub fn observer_kinds(m: &MeasurementPlan) -> Vec<ObserverKind> {
+    ObserverKind::ALL.into_iter().filter(|k| m.observers.iter().any(|o| o.kind() == *k)).collect()
+}

@@ -1,0 +1,129 @@
+//! What a finished run is turned into: `results.json` ([`results`]), the text printed at
+//! the end of `vmrepro run` and by `vmrepro analyse` (this module), and the normalised
+//! value snapshot tests compare ([`snapshot`]). Nothing here runs a VM: everything is
+//! computed from the run folder.
+
+pub mod results;
+pub mod snapshot;
+
+use std::fmt::Write as _;
+
+use crate::measure::analysis::MeasurementResult;
+use crate::measure::plan::MeasurementPlan;
+use crate::run::{RunRecord, StepStatus};
+use crate::scenarios::nfs_read;
+use results::Analysis;
+
+/// The run's summary: status and phase timings, each VM's kernel and boot time, and
+/// every step that did not pass.
+pub fn summary(rec: &RunRecord) -> String {
+    let mut text = String::new();
+    let t = &rec.timings;
+    let _ = writeln!(
+        text,
+        "suite {}: {:?} in {:.1}s (images {:.1}s, boot {:.1}s, steps {:.1}s, teardown {:.1}s)",
+        rec.suite, rec.status, t.total_s, t.images_s, t.boot_s, t.steps_s, t.teardown_s
+    );
+    for v in &rec.vms {
+        let boot = v.boot_s.map_or("-".into(), |b| format!("{b:.1}s"));
+        let _ = writeln!(text, "  vm {:<14} {:<28} boot {boot}", v.name, v.kernel_release);
+        for s in v.steps.iter().filter(|s| s.status != StepStatus::Passed) {
+            let err = s.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
+            let _ = writeln!(text, "    step {} {:?}{err}", s.name, s.status);
+        }
+    }
+    text
+}
+
+/// Every measurement's table (the `nfs_read` preset's in its own layout).
+pub fn tables(a: &Analysis) -> String {
+    let mut text = String::new();
+    for (m, p) in a.results.measurements.iter().zip(&a.plan.measurements) {
+        let _ = writeln!(text);
+        match (&a.results.nfs_read, p.preset.as_deref()) {
+            (Some(nfs), Some(nfs_read::SCENARIO)) => text.push_str(&nfs_read::results::table(nfs, m)),
+            _ => text.push_str(&table(m, p)),
+        }
+    }
+    text
+}
+
+/// The table of a measurement: per VM the median of the metric (and of the elapsed
+/// time and throughput when they are not the metric), the ratio to the baseline, the
+/// verdict and `run`'s exit statuses; below it the derived metrics that moved.
+pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
+    let mut t = String::new();
+    let better = match p.metric.better {
+        crate::measure::spec::Better::Lower => "lower",
+        crate::measure::spec::Better::Higher => "higher",
+    };
+    let _ = writeln!(t, "measurement {}: {} ({better} is better)", m.name, m.metric);
+    let show_elapsed = m.metric != "elapsed_s";
+    let show_mbs = p.bytes.is_some() && m.metric != "throughput_mb_s";
+    let mut head = format!("{:<42} {:>12}", "kernel (vm)", format!("median {}", short(&m.metric)));
+    if show_elapsed {
+        head.push_str(&format!(" {:>9}", "median s"));
+    }
+    if show_mbs {
+        head.push_str(&format!(" {:>7}", "MB/s"));
+    }
+    head.push_str(&format!(" {:>6} {:<20} {}", "ratio", "verdict", "exit"));
+    let _ = writeln!(t, "{head}");
+    for v in &m.vms {
+        let verdict = if v.vm == m.baseline { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
+        let mut line = format!(
+            "{:<42} {:>12}",
+            format!("{} ({})", v.kernel_release, v.vm),
+            v.metric.as_ref().map_or("-".into(), |s| fmt_value(s.median))
+        );
+        if show_elapsed {
+            line.push_str(&format!(" {:>9}", v.elapsed_s.as_ref().map_or("-".into(), |s| format!("{:.2}", s.median))));
+        }
+        if show_mbs {
+            line.push_str(&format!(" {:>7}", v.median_mb_s.map_or("-".into(), nfs_read::results::fmt_mb_s)));
+        }
+        let exits: Vec<String> = v.exit_statuses.iter().map(|e| e.map_or("-".into(), |e| e.to_string())).collect();
+        line.push_str(&format!(
+            " {:>6} {:<20} {}",
+            v.ratio_to_baseline.map_or("-".into(), |x| format!("{x:.2}")),
+            verdict,
+            exits.join(" ")
+        ));
+        let _ = writeln!(t, "{}", line.trim_end());
+    }
+    let n = m.vms.first().map_or(0, |v| v.iterations.len());
+    let _ = writeln!(
+        t,
+        "({n} iteration(s) per VM; counters are deltas over `run`, summed over iterations; MB = 10^6 bytes)"
+    );
+    for v in &m.vms {
+        let moved: Vec<String> =
+            v.totals.iter().filter_map(|(k, x)| x.filter(|x| *x != 0).map(|x| format!("{k} {x}"))).collect();
+        if !moved.is_empty() {
+            let _ = writeln!(t, "{}: {}", v.vm, moved.join(", "));
+        }
+        nfs_read::results::netem_line(&mut t, v);
+    }
+    for pr in &m.problems {
+        let _ = writeln!(t, "problem: {pr}");
+    }
+    t
+}
+
+/// A column title for a metric: `s` for seconds, `MB/s`, else the name.
+fn short(metric: &str) -> &str {
+    match metric {
+        "elapsed_s" | "user_s" | "system_s" => "s",
+        "throughput_mb_s" => "MB/s",
+        other => other,
+    }
+}
+
+/// Two decimals for small values, none for counts.
+fn fmt_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}

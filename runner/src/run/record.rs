@@ -1,0 +1,222 @@
+//! `run.json`: the machine-readable record of a run, written while it runs and read
+//! back by `vmrepro analyse` (with the step outputs it points to).
+//!
+//! Schema 2 (this version): step records carry their `kind` fields without a second
+//! `name` key (schema 1 wrote a profile step's profile as `name`, shadowing the step
+//! name), and `snapshot`; the run folder also holds `plan.json`, the compiled plan.
+
+use std::path::Path;
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+pub use crate::events::StepStatus;
+pub use crate::infra::images::ImageRecord;
+use crate::infra::qemu::args::Accelerator;
+use crate::infra::qemu::vm::Ending;
+use crate::suite::plan::StepKind;
+
+use super::RunError;
+
+/// `run.json`'s schema version.
+pub const RUN_SCHEMA: u32 = 2;
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every step exited as expected.
+    Passed,
+    /// A step exited with an unexpected status (a test failure).
+    Failed,
+    /// The run couldn't complete (image, network, VM or agent failure).
+    InfrastructureError,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+    /// The run is still going: only in a `run.json` written while it runs (or left by a
+    /// runner that was killed with SIGKILL).
+    Running,
+}
+
+/// One step as recorded in `run.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Step name.
+    pub name: String,
+    /// What the step is for (`kind` and its fields, see [`StepKind`]).
+    #[serde(flatten)]
+    pub kind: StepKind,
+    /// Outcome.
+    pub status: StepStatus,
+    /// Exit status, when it exited.
+    pub exit_code: Option<i64>,
+    /// Signal, when killed.
+    pub signal: Option<i64>,
+    /// Expected exit status.
+    pub expect_exit: i32,
+    /// Wall time in seconds (host clock, includes agent round trips).
+    pub duration_s: f64,
+    /// stdout file, relative to the run folder.
+    pub stdout: Option<String>,
+    /// stderr file, relative to the run folder.
+    pub stderr: Option<String>,
+    /// Error text for `error`/`timed_out`/`skipped`.
+    pub error: Option<String>,
+    /// Whether the suite asked for this step's stdout in its snapshot (`snapshot: true`).
+    #[serde(default)]
+    pub snapshot: bool,
+}
+
+/// One VM as recorded in `run.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VmRecord {
+    /// Name.
+    pub name: String,
+    /// Kernel source.
+    pub kernel: String,
+    /// `uname -r` of the booted kernel (from the kernel image).
+    pub kernel_release: String,
+    /// Address/prefix.
+    pub address: String,
+    /// MAC.
+    pub mac: String,
+    /// Tap device in the namespace.
+    pub tap: String,
+    /// Acceleration used.
+    pub accel: Accelerator,
+    /// QEMU's PID (also its process group) while it ran.
+    pub pid: Option<u32>,
+    /// QEMU start → guest agent answered, seconds.
+    pub boot_s: Option<f64>,
+    /// How QEMU ended.
+    pub ending: Option<Ending>,
+    /// Files, relative to the run folder.
+    pub console_log: String,
+    /// The exact QEMU command line.
+    pub qemu_cmdline: String,
+    /// Steps in plan order.
+    pub steps: Vec<StepRecord>,
+    /// Guest clock against the host's over the run (from `guest-get-time`).
+    pub clock: Option<ClockCheck>,
+}
+
+/// How the guest's clock kept time against the host's between the guest agent's first
+/// answer and the VM's last step. A too-lean kernel config (no stable clocksource)
+/// shows here as a drift of thousands of ppm.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClockCheck {
+    /// Host seconds between the two samples.
+    pub interval_s: f64,
+    /// Guest clock minus host clock at the first sample, seconds.
+    pub offset_s: f64,
+    /// (guest interval − host interval) / host interval, in parts per million.
+    pub drift_ppm: f64,
+}
+
+/// Wall time of the run's phases, seconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Timings {
+    /// Image resolution (fetch/build or cache hits).
+    pub images_s: f64,
+    /// Accel probe, network, QEMU start → every agent answered.
+    pub boot_s: f64,
+    /// Steps.
+    pub steps_s: f64,
+    /// Shutdown.
+    pub teardown_s: f64,
+    /// Whole run.
+    pub total_s: f64,
+}
+
+/// `run.json`: the machine-readable summary of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Schema version of this file ([`RUN_SCHEMA`]).
+    pub schema: u32,
+    /// Suite name.
+    pub suite: String,
+    /// Suite file.
+    pub suite_file: String,
+    /// Start time (RFC 3339, UTC).
+    pub started: String,
+    /// Outcome.
+    pub status: RunStatus,
+    /// Error text for infrastructure errors and interruptions.
+    pub error: Option<String>,
+    /// Accelerator used and why (for fallbacks).
+    pub accel: Option<Accelerator>,
+    /// The fallback notice, if any.
+    pub accel_notice: Option<String>,
+    /// Bridge subnet.
+    pub subnet: String,
+    /// MTU.
+    pub mtu: u32,
+    /// The run's private 0700 temp folder (QMP/QGA sockets, overlays, initrds); removed
+    /// at the end of the run.
+    pub temp_dir: Option<String>,
+    /// The run's private network namespace (gone at the end of the run).
+    pub network_namespace: Option<NamespaceRecord>,
+    /// Things teardown could not clean up (empty when everything was removed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub teardown_problems: Vec<String>,
+    /// Images used.
+    pub images: Vec<ImageRecord>,
+    /// Phase timings.
+    pub timings: Timings,
+    /// VMs.
+    pub vms: Vec<VmRecord>,
+}
+
+/// The run's network namespace as recorded in `run.json`, to check that it is gone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NamespaceRecord {
+    /// PID of the process that held it.
+    pub holder_pid: u32,
+    /// Inode of the namespace (as in `/proc/<pid>/ns/net` → `net:[<inode>]`).
+    pub inode: u64,
+}
+
+impl RunRecord {
+    /// The VM named `name`.
+    pub fn vm(&self, name: &str) -> Option<&VmRecord> {
+        self.vms.iter().find(|v| v.name == name)
+    }
+}
+
+impl VmRecord {
+    /// The step named `name`.
+    pub fn step(&self, name: &str) -> Option<&StepRecord> {
+        self.steps.iter().find(|s| s.name == name)
+    }
+}
+
+impl StepRecord {
+    /// The step's stdout as text (lossy UTF-8), read from its file under `run_dir`;
+    /// empty when the step produced no output file (it did not run, or its VM failed).
+    ///
+    /// Errors: [`RunError::Io`] when the file is named but can't be read.
+    pub fn stdout_text(&self, run_dir: &Path) -> Result<String, RunError> {
+        let Some(rel) = &self.stdout else { return Ok(String::new()) };
+        let path = run_dir.join(rel);
+        let bytes = std::fs::read(&path).map_err(super::io_err("reading step output", &path))?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+/// Writes `value` as pretty JSON to `path` atomically (temp name, then rename).
+///
+/// Errors: [`RunError::Io`] naming the file.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), RunError> {
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_string_pretty(value).expect("serializable") + "\n";
+    std::fs::write(&tmp, text).map_err(super::io_err("writing", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(super::io_err("writing", path))
+}
+
+/// Reads a JSON file written by [`write_json`].
+///
+/// Errors: [`RunError::Io`] when it can't be read, [`RunError::Json`] when it doesn't
+/// parse as `T`.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, RunError> {
+    let text = std::fs::read_to_string(path).map_err(super::io_err("reading", path))?;
+    serde_json::from_str(&text).map_err(|e| RunError::Json { path: path.to_path_buf(), message: e.to_string() })
+}

@@ -1,0 +1,231 @@
+//! The report's scenario as a preset of the measurement layer: an NFS server makes a
+//! file with `dd`, and clients on the kernels under test time `cat FILE > /dev/null`
+//! between `netstat -s`, `nfsstat` and `/proc/self/mountstats`, on a fresh mount with
+//! dropped caches each time.
+//!
+//! [`expand`] adds the server's steps (`nfs-file`, `nfs-server-ready`) and each
+//! client's `client_setup` step, and returns one [`MeasurementPlan`] named `nfs-read`:
+//!
+//! | part | value |
+//! |---|---|
+//! | setup | `mkdir -p MP && mount -t nfs [-o OPTIONS] SERVER:EXPORT MP && sync && echo 3 > /proc/sys/vm/drop_caches` (and the read-ahead, when set) |
+//! | run | `cat MP/FILE > /dev/null` |
+//! | teardown | `umount MP` |
+//! | observers | `netstat`, `nfsstat`, `mountstats` of MP (READ); every seeded netem of the suite (remote) |
+//! | records | `mount` (its `/proc/mounts` line) and `read-ahead` (`/sys/class/bdi/<dev>/read_ahead_kb`) before; `bytes` (`wc -c < FILE`) after |
+//! | checks | `bytes` equals the file's size; `read-ahead` equals `read_ahead_kb` when set |
+//!
+//! [`results`] adds what only this scenario knows: the server's profile, each client's
+//! negotiated mount, the report-layout text files, the table and the snapshot view.
+
+pub mod results;
+pub mod spec;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::measure::observer::{Observer, RemoteObserver};
+use crate::measure::plan::{Bytes, Check, Expect, MeasuredVm, MeasurementPlan, Metric, SnapshotPolicy};
+use crate::measure::script::{Commands, Record, When};
+use crate::measure::spec::Better;
+use crate::suite::plan::{names, shell_quote, StepKind, StepPlan, VmPlan};
+use crate::suite::spec::SuiteSpec;
+use spec::NfsReadSpec;
+
+/// The scenario's name in step kinds and measurement presets.
+pub const SCENARIO: &str = "nfs_read";
+/// Default NFS mount point on clients.
+pub const DEFAULT_MOUNT_POINT: &str = "/mnt/home";
+/// Export of a server profile when no `nfs_read` names one.
+pub const DEFAULT_EXPORT: &str = "/srv/export";
+/// Section of the `/proc/mounts` line of the client's mount.
+pub const RECORD_MOUNT: &str = "mount";
+/// Section of the mount's read-ahead, KiB.
+pub const RECORD_READ_AHEAD: &str = "read-ahead";
+/// Section of the bytes `wc -c` counted in the file.
+pub const RECORD_BYTES: &str = "bytes";
+
+/// The scenario's own facts, after expansion.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NfsPlan {
+    /// Server VM.
+    pub server: String,
+    /// Export path.
+    pub export: String,
+    /// Path of the file relative to the export (and to the mount point).
+    pub file_name: String,
+    /// Expected size, bytes.
+    pub file_bytes: u64,
+    /// Clients in order.
+    pub clients: Vec<String>,
+    /// Baseline client.
+    pub baseline: String,
+    /// Mount point.
+    pub mount_point: String,
+    /// Mount options (`defaults`: none given).
+    pub mount_options: String,
+    /// Per-client mount options (override `mount_options`).
+    pub client_mount_options: BTreeMap<String, String>,
+    /// Read-ahead set on each mount, KiB (`None`: the kernel's default).
+    pub read_ahead_kb: Option<u32>,
+}
+
+impl NfsPlan {
+    /// The `mount -o` options of `client`.
+    pub fn mount_options_of(&self, client: &str) -> &str {
+        self.client_mount_options.get(client).unwrap_or(&self.mount_options)
+    }
+}
+
+/// The export a server profile on VM `vm` sets up: `nfs_read.export` when `vm` is the
+/// scenario's server, else [`DEFAULT_EXPORT`].
+pub fn export_of(suite: &SuiteSpec, vm: &str) -> String {
+    suite
+        .nfs_read
+        .as_ref()
+        .filter(|n| n.server == vm)
+        .map(|n| clean_export(&n.export))
+        .unwrap_or_else(|| DEFAULT_EXPORT.into())
+}
+
+fn clean_export(export: &str) -> String {
+    let e = export.trim_end_matches('/');
+    if e.is_empty() {
+        "/".into()
+    } else {
+        e.to_string()
+    }
+}
+
+/// Adds the server's and clients' scenario steps to `vms` and returns the scenario's
+/// facts and its measurement (iterations not yet expanded). Panics on VM names that
+/// validation rejects.
+pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: Duration) -> (NfsPlan, MeasurementPlan) {
+    let export = clean_export(&n.export);
+    let server_addr = vms.iter().find(|v| v.name == n.server).expect("validated server").address;
+    let plan = NfsPlan {
+        server: n.server.clone(),
+        export: export.clone(),
+        file_name: n.file.name.clone(),
+        file_bytes: n.file.block_size * n.file.count,
+        clients: n.clients.clone(),
+        baseline: n.baseline.clone().unwrap_or_else(|| n.clients[0].clone()),
+        mount_point: n.mount_point.clone().unwrap_or_else(|| DEFAULT_MOUNT_POINT.into()),
+        mount_options: n.mount_options.clone().unwrap_or_else(|| "defaults".into()),
+        client_mount_options: n.client_mount_options.clone(),
+        read_ahead_kb: n.read_ahead_kb,
+    };
+    let scenario = || StepKind::Scenario { scenario: SCENARIO.into() };
+
+    // Server: after its profile, make the file exactly as the report did, then record
+    // the export and the RPC services; clients wait for that last step.
+    let server = vms.iter_mut().find(|v| v.name == n.server).expect("validated server");
+    let path = format!("{export}/{}", n.file.name);
+    let dir = path.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_else(|| export.clone());
+    let pos = server.steps.iter().position(|s| matches!(s.kind, StepKind::Profile { .. })).map_or(0, |p| p + 1);
+    let file_step = StepPlan::new(
+        names::NFS_FILE,
+        format!(
+            "mkdir -p {d} && cd {d} && dd if=/dev/zero of={f} bs={bs} count={c} && sync && ls -l {f}",
+            d = shell_quote(&dir),
+            f = shell_quote(path.rsplit('/').next().unwrap_or(&path)),
+            bs = n.file.block_size,
+            c = n.file.count
+        ),
+        scenario(),
+        timeout,
+    )
+    .origin("nfs_read.file");
+    let ready_step = StepPlan::new(
+        names::NFS_SERVER_READY,
+        "exportfs -v && rpcinfo -p && cat /proc/fs/nfsd/versions && cat /proc/fs/nfsd/threads".into(),
+        scenario(),
+        timeout,
+    )
+    .origin("nfs_read.server");
+    server.steps.insert(pos, file_step);
+    server.steps.insert(pos + 1, ready_step);
+    for (c, setup) in &n.client_setup {
+        let vm = vms.iter_mut().find(|v| &v.name == c).expect("validated client");
+        vm.steps.push(
+            StepPlan::new(names::NFS_CLIENT_SETUP, setup.clone(), scenario(), timeout)
+                .origin(&format!("nfs_read.client_setup.{c}")),
+        );
+    }
+
+    let mp = plan.mount_point.clone();
+    let file = format!("{}/{}", mp.trim_end_matches('/'), plan.file_name);
+    let bdi = format!("/sys/class/bdi/$(mountpoint -d {})/read_ahead_kb", shell_quote(&mp));
+    let measured = plan
+        .clients
+        .iter()
+        .map(|c| {
+            let options = plan.mount_options_of(c);
+            let opts = if options == "defaults" { String::new() } else { format!("-o {options} ") };
+            let mut setup = format!(
+                "mkdir -p {m} && mount -t nfs {opts}{server_addr}:{e} {m} && sync && echo 3 > /proc/sys/vm/drop_caches",
+                m = shell_quote(&mp),
+                e = shell_quote(&export),
+            );
+            if let Some(kb) = plan.read_ahead_kb {
+                setup.push_str(&format!(" && echo {kb} > {bdi}"));
+            }
+            MeasuredVm {
+                vm: c.clone(),
+                commands: Commands {
+                    setup: Some(setup),
+                    run: format!("cat {} > /dev/null", shell_quote(&file)),
+                    teardown: Some(format!("umount {}", shell_quote(&mp))),
+                },
+            }
+        })
+        .collect();
+    let mut checks = vec![Check { section: RECORD_BYTES.into(), expect: Expect::Equals(plan.file_bytes.to_string()) }];
+    if let Some(kb) = plan.read_ahead_kb {
+        checks.push(Check { section: RECORD_READ_AHEAD.into(), expect: Expect::Equals(kb.to_string()) });
+    }
+    let m = MeasurementPlan {
+        name: names::NFS_READ_MEASUREMENT.into(),
+        preset: Some(SCENARIO.into()),
+        vms: measured,
+        baseline: plan.baseline.clone(),
+        repeat: n.repeat.unwrap_or(crate::suite::plan::DEFAULT_REPEAT),
+        warmup: n.warmup.unwrap_or(0),
+        concurrent: n.concurrent.unwrap_or(false),
+        expect_exit: 0,
+        observers: vec![
+            Observer::Netstat,
+            Observer::Nfsstat,
+            Observer::Mountstats { mount: mp.clone(), ops: vec!["READ".into()] },
+        ],
+        remote: suite
+            .vms
+            .iter()
+            .filter(|v| crate::measure::seeded_netem(suite, &v.name))
+            .map(|v| RemoteObserver::Netem { vm: v.name.clone(), seeded: true })
+            .collect(),
+        records: vec![
+            Record {
+                name: RECORD_MOUNT.into(),
+                command: format!("grep {} /proc/mounts", shell_quote(&format!(" {mp} "))),
+                when: When::Before,
+            },
+            Record { name: RECORD_READ_AHEAD.into(), command: format!("cat {bdi}"), when: When::Before },
+            Record { name: RECORD_BYTES.into(), command: format!("wc -c < {}", shell_quote(&file)), when: When::After },
+        ],
+        bytes: Some(Bytes::Record(RECORD_BYTES.into())),
+        metric: Metric { name: crate::measure::DEFAULT_METRIC.into(), better: Better::Lower },
+        checks,
+        snapshot: SnapshotPolicy {
+            verdict: n.snapshot_verdicts.unwrap_or_default(),
+            exit_status: true,
+            signs: vec![],
+            sections: vec![],
+        },
+        iterations: vec![],
+    };
+    (plan, m)
+}

@@ -1,0 +1,50 @@
+//! The suite: from a YAML file to a typed plan (**spec** → **validate** → **plan**).
+//!
+//! [`load`] is the whole stage: read and deserialize the file ([`spec`]), find the
+//! project's `images/` catalog, check the cross-field rules ([`validate`]), compile
+//! ([`plan`]) and check what only the compiled plan shows (every wait can end). It
+//! prints nothing; its errors say where and why.
+
+pub mod plan;
+pub mod spec;
+pub mod validate;
+
+use std::path::Path;
+
+use crate::infra::images::{Catalog, ImageError};
+use plan::Plan;
+use spec::{SpecError, SuiteFile};
+
+/// Why a suite could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The suite file is unreadable or invalid (located problems).
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// The project's `images/` catalog could not be found or read.
+    #[error("error: {0}")]
+    Catalog(#[from] ImageError),
+}
+
+/// Validates and compiles a loaded suite `file` against `catalog`.
+///
+/// Errors: [`SpecError::Invalid`] with every broken rule located in the file;
+/// [`SpecError::Read`] when a profile script can't be read.
+pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
+    let valid = validate::validate(file, catalog)?;
+    let plan = plan::compile(valid, catalog)?;
+    validate::validate_plan(file, &plan)?;
+    Ok(plan)
+}
+
+/// Loads the suite at `path`: reads it, finds the catalog (`images` if given, else
+/// `$VMREPRO_IMAGES`, else the nearest `images/` above the suite), validates and
+/// compiles it.
+///
+/// Errors: see [`LoadError`].
+pub fn load(path: &Path, images: Option<&Path>) -> Result<(Plan, Catalog), LoadError> {
+    let file = spec::load_suite(path)?;
+    let catalog = Catalog::load(&Catalog::locate(images, &file.dir)?)?;
+    let plan = compile(&file, &catalog)?;
+    Ok((plan, catalog))
+}

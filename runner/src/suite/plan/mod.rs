@@ -1,0 +1,368 @@
+//! Compiling a validated suite into a typed [`Plan`] (spec → validate → **plan**).
+//!
+//! Defaults are applied here (one source of truth: the `DEFAULT_*` constants), paths
+//! are resolved against the suite's folder, the `nfs_read` scenario is expanded by its
+//! preset ([`crate::scenarios::nfs_read`]) and every measurement ([`crate::measure`])
+//! into ordinary steps on the VMs. Generated step names come from [`names`].
+
+pub mod names;
+pub mod netem;
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+use crate::infra::images::kernel::KernelSource;
+use crate::infra::images::{Catalog, DEFAULT_FLAVOUR, DEFAULT_ROOTFS};
+use crate::measure::observer::RemoteObserver;
+use crate::measure::plan::MeasurementPlan;
+use crate::scenarios::nfs_read::NfsPlan;
+use crate::suite::spec::{Accel, SpecError, VmNetSpec};
+use crate::suite::validate::Validated;
+
+/// Default guest memory, MiB.
+pub const DEFAULT_MEMORY_MIB: u64 = 512;
+/// Default vCPUs.
+pub const DEFAULT_CPUS: u32 = 1;
+/// Default boot timeout (QEMU start → guest agent answers). Generous: under TCG with
+/// several VMs booting on two cores a guest takes 10–30 s.
+pub const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(180);
+/// Default step timeout.
+pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default MTU, bytes.
+pub const DEFAULT_MTU: u32 = 1500;
+/// Default measured iterations per VM of a measurement.
+pub const DEFAULT_REPEAT: u32 = 1;
+
+/// A whole run, ready to execute; written to every run folder as `plan.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// Suite name.
+    pub suite: String,
+    /// Suite file, as given.
+    pub suite_file: PathBuf,
+    /// The suite's description.
+    pub description: Option<String>,
+    /// Bridge subnet.
+    pub subnet: Ipv4Net,
+    /// MTU of bridge, taps and NICs, bytes.
+    pub mtu: u32,
+    /// VMs in suite order.
+    pub vms: Vec<VmPlan>,
+    /// Measurements (the `nfs_read` preset's first, then `measure:` in suite order).
+    pub measurements: Vec<MeasurementPlan>,
+    /// The `nfs_read` preset's own facts (server, export, file, mounts), if used.
+    pub nfs_read: Option<NfsPlan>,
+}
+
+/// One VM of the plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct VmPlan {
+    /// VM name (also its host name).
+    pub name: String,
+    /// Kernel source.
+    #[serde(serialize_with = "ser_kernel")]
+    pub kernel: KernelSource,
+    /// Rootfs recipe name.
+    pub rootfs: String,
+    /// Address on the bridge.
+    pub address: Ipv4Addr,
+    /// Memory, MiB.
+    pub memory_mib: u64,
+    /// vCPUs.
+    pub cpus: u32,
+    /// Requested acceleration.
+    pub accel: Accel,
+    /// QEMU start → guest agent answers, at most.
+    #[serde(with = "humantime_serde")]
+    pub boot_timeout: Duration,
+    /// Extra kernel command line.
+    pub cmdline: Option<String>,
+    /// Network conditions of its NIC, as the suite gave them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub net: Option<VmNetSpec>,
+    /// Steps, in order.
+    pub steps: Vec<StepPlan>,
+}
+
+fn ser_kernel<S: serde::Serializer>(k: &KernelSource, s: S) -> Result<S::Ok, S::Error> {
+    match k {
+        KernelSource::Debian(p) => s.serialize_str(&format!("debian:{} ({} {})", p.series, p.package, p.version)),
+        KernelSource::Local { image, .. } => s.serialize_str(&format!("local:{}", image.display())),
+        KernelSource::Source(k) => s.serialize_str(&k.label()),
+    }
+}
+
+/// What a step is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum StepKind {
+    /// Written by the user (`steps:`).
+    User,
+    /// The VM's profile script.
+    Profile {
+        /// Profile name (`images/profiles/<profile>.sh`).
+        profile: String,
+    },
+    /// `net:` of the VM: tc/ethtool settings, printed back for the record.
+    NetConditions,
+    /// A step a built-in scenario added (e.g. `nfs_read`'s `nfs-file`).
+    Scenario {
+        /// The scenario (`nfs_read`).
+        scenario: String,
+    },
+    /// One iteration of a measurement.
+    Measure {
+        /// The measurement.
+        measurement: String,
+        /// 1-based number among the VM's measured iterations (or its warm-ups).
+        iteration: u32,
+        /// A warm-up iteration (left out of the statistics).
+        warmup: bool,
+    },
+    /// A remote observer's reading around a measurement's iterations.
+    Observe {
+        /// The measurement.
+        measurement: String,
+        /// The observer (`netem`).
+        observer: String,
+    },
+}
+
+impl StepKind {
+    /// The kind of `r`'s steps for measurement `measurement`.
+    pub fn observe(measurement: &str, r: &RemoteObserver) -> StepKind {
+        StepKind::Observe { measurement: measurement.to_string(), observer: r.name().to_string() }
+    }
+}
+
+/// One command in one VM.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepPlan {
+    /// Step name (unique in its VM).
+    pub name: String,
+    /// Shell script run with `/bin/sh -c` in the guest.
+    pub script: String,
+    /// Bytes fed to its stdin.
+    pub stdin: Option<String>,
+    /// What it waits for.
+    pub after: Vec<Dependency>,
+    /// Limit of its wait for `after`, and then of its run.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Expected exit status.
+    pub expect_exit: i32,
+    /// What it is for.
+    #[serde(flatten)]
+    pub kind: StepKind,
+    /// Whether its stdout goes into the suite's snapshot.
+    pub snapshot: bool,
+    /// The suite key that made it (`vms[1].steps[0]`, `measure[0]`, `nfs_read`), for
+    /// errors found after compiling.
+    #[serde(skip)]
+    pub origin: Option<String>,
+}
+
+impl StepPlan {
+    /// A step with no dependencies, no stdin, exit status 0 expected and no snapshot.
+    pub fn new(name: &str, script: String, kind: StepKind, timeout: Duration) -> StepPlan {
+        StepPlan {
+            name: name.to_string(),
+            script,
+            stdin: None,
+            after: vec![],
+            timeout,
+            expect_exit: 0,
+            kind,
+            snapshot: false,
+            origin: None,
+        }
+    }
+
+    /// With these dependencies.
+    pub fn after(mut self, deps: impl IntoIterator<Item = Dependency>) -> StepPlan {
+        self.after = deps.into_iter().collect();
+        self
+    }
+
+    /// With this stdin.
+    pub fn stdin(mut self, stdin: String) -> StepPlan {
+        self.stdin = Some(stdin);
+        self
+    }
+
+    /// Made by the suite key `origin`.
+    pub fn origin(mut self, origin: &str) -> StepPlan {
+        self.origin = Some(origin.to_string());
+        self
+    }
+}
+
+/// Something a step waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Dependency {
+    /// VM name.
+    pub vm: String,
+    /// Step name; `None` = the VM's guest agent answers.
+    pub step: Option<String>,
+}
+
+impl Dependency {
+    /// Step `step` of VM `vm`.
+    pub fn step(vm: &str, step: &str) -> Dependency {
+        Dependency { vm: vm.to_string(), step: Some(step.to_string()) }
+    }
+
+    /// Parses `vm` or `vm/step`.
+    pub fn parse(s: &str) -> Dependency {
+        match s.split_once('/') {
+            Some((v, st)) => Dependency::step(v, st),
+            None => Dependency { vm: s.into(), step: None },
+        }
+    }
+}
+
+impl std::fmt::Display for Dependency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.step {
+            Some(s) => write!(f, "{}/{s}", self.vm),
+            None => write!(f, "{}", self.vm),
+        }
+    }
+}
+
+/// Compiles a validated suite.
+///
+/// Errors: [`SpecError::Read`] when a profile script can't be read.
+pub fn compile(v: Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> {
+    let file = v.file();
+    let s = &file.spec;
+    let d = &s.defaults;
+    let step_timeout = d.step_timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);
+    let addresses: std::collections::BTreeMap<String, Ipv4Addr> =
+        s.vms.iter().map(|v| (v.name.clone(), v.address)).collect();
+    let mut vms: Vec<VmPlan> = Vec::new();
+    for (i, vm) in s.vms.iter().enumerate() {
+        let key = format!("vms[{i}]");
+        let kernel = if let Some(src) = &vm.kernel.source {
+            KernelSource::Source(crate::infra::images::source::SourceKernel {
+                source: v.source_kernel(&src.debian).clone(),
+                fragments: src.fragments.iter().map(|f| file.resolve(f)).collect(),
+                patches: src.patches.iter().map(|f| file.resolve(f)).collect(),
+            })
+        } else if let Some(series) = &vm.kernel.debian {
+            let flavour = vm.kernel.flavour.as_deref().unwrap_or(DEFAULT_FLAVOUR);
+            KernelSource::Debian(v.debian_kernel(series, flavour).clone())
+        } else {
+            let image = vm.kernel.path.as_ref().expect("validated: a kernel has debian, source or path");
+            KernelSource::Local {
+                image: file.resolve(image),
+                modules: vm.kernel.modules.as_ref().map(|m| file.resolve(m)),
+            }
+        };
+        let mut steps = Vec::new();
+        if let Some(net) = &vm.net {
+            steps.push(
+                StepPlan::new(
+                    names::NET_CONDITIONS,
+                    netem::net_script(net, &addresses),
+                    StepKind::NetConditions,
+                    step_timeout,
+                )
+                .origin(&format!("{key}.net")),
+            );
+        }
+        if let Some(p) = &vm.profile {
+            let script_path = &catalog.profiles[p];
+            let text = std::fs::read_to_string(script_path)
+                .map_err(|e| SpecError::Read { path: script_path.clone(), source: e })?;
+            let export = crate::scenarios::nfs_read::export_of(s, &vm.name);
+            steps.push(
+                StepPlan::new(
+                    &names::profile(p),
+                    format!("exec /bin/sh -s -- {}", shell_quote(&export)),
+                    StepKind::Profile { profile: p.clone() },
+                    step_timeout,
+                )
+                .stdin(text)
+                .origin(&format!("{key}.profile")),
+            );
+        }
+        for (j, st) in vm.steps.iter().enumerate() {
+            let mut step = StepPlan::new(&st.name, st.run.clone(), StepKind::User, st.timeout.unwrap_or(step_timeout))
+                .after(st.after.iter().map(|a| Dependency::parse(a)))
+                .origin(&format!("{key}.steps[{j}]"));
+            step.expect_exit = st.expect_exit.unwrap_or(0);
+            step.snapshot = st.snapshot;
+            steps.push(step);
+        }
+        vms.push(VmPlan {
+            name: vm.name.clone(),
+            kernel,
+            rootfs: vm.rootfs.clone().or_else(|| d.rootfs.clone()).unwrap_or_else(|| DEFAULT_ROOTFS.into()),
+            address: vm.address,
+            memory_mib: vm.memory.or(d.memory).unwrap_or(DEFAULT_MEMORY_MIB),
+            cpus: vm.cpus.or(d.cpus).unwrap_or(DEFAULT_CPUS),
+            accel: vm.accel.or(d.accel).unwrap_or(Accel::Auto),
+            boot_timeout: vm.boot_timeout.or(d.boot_timeout).unwrap_or(DEFAULT_BOOT_TIMEOUT),
+            cmdline: vm.cmdline.clone(),
+            net: vm.net.clone(),
+            steps,
+        });
+    }
+    let mut measurements = Vec::new();
+    // Sequential measurements run one after another, in suite order.
+    let mut previous = None;
+    let nfs_read = s.nfs_read.as_ref().map(|n| {
+        let (nfs, mut m) = crate::scenarios::nfs_read::expand(n, s, &mut vms, step_timeout);
+        let ready = Dependency::step(&nfs.server, names::NFS_SERVER_READY);
+        crate::measure::plan::expand(&mut m, &mut vms, &[ready], step_timeout, "nfs_read", &mut previous);
+        measurements.push(m);
+        nfs
+    });
+    for (i, spec) in s.measure.iter().enumerate() {
+        let origin = format!("measure[{i}]");
+        let mut m = crate::measure::compile(spec, s);
+        let after = crate::measure::after_dependencies(spec, &measurements);
+        if m.concurrent {
+            let mut none = None;
+            crate::measure::plan::expand(
+                &mut m,
+                &mut vms,
+                &after,
+                spec.timeout.unwrap_or(step_timeout),
+                &origin,
+                &mut none,
+            );
+        } else {
+            crate::measure::plan::expand(
+                &mut m,
+                &mut vms,
+                &after,
+                spec.timeout.unwrap_or(step_timeout),
+                &origin,
+                &mut previous,
+            );
+        }
+        measurements.push(m);
+    }
+    Ok(Plan {
+        suite: s.name.clone(),
+        suite_file: file.path.clone(),
+        description: s.description.clone(),
+        subnet: s.network.subnet,
+        mtu: s.network.mtu.unwrap_or(DEFAULT_MTU),
+        vms,
+        measurements,
+        nfs_read,
+    })
+}
+
+/// Quotes `s` as one word for a POSIX shell in the guest (single quotes; a `'` inside
+/// becomes `'\''`). Safe for any text without NUL bytes.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}

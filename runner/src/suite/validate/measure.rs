@@ -1,0 +1,279 @@
+//! Rules of the `measure:` block.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{duration, is_name, limits, range, ValidationError};
+use crate::measure::observer::{derived_metrics, ObserverKind};
+use crate::measure::script::BUILTIN_SECTIONS;
+use crate::measure::spec::{MeasureSpec, ObserverSpec};
+use crate::suite::plan::names;
+use crate::suite::spec::SuiteSpec;
+
+/// Metrics every measurement has.
+const TIME_METRICS: &[&str] = &["elapsed_s", "user_s", "system_s"];
+
+/// Checks every entry of `s.measure`.
+pub(super) fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec) {
+    let vm_names: BTreeSet<&str> = s.vms.iter().map(|v| v.name.as_str()).collect();
+    let mut seen: BTreeMap<&str, String> = BTreeMap::new();
+    if s.nfs_read.is_some() {
+        seen.insert(names::NFS_READ_MEASUREMENT, "nfs_read".into());
+    }
+    for (i, m) in s.measure.iter().enumerate() {
+        let k = format!("measure[{i}]");
+        if !is_name(&m.name) {
+            errs.push(ValidationError::BadName {
+                key: format!("{k}.name"),
+                what: "measurement name",
+                value: m.name.clone(),
+                pattern: "lowercase letters, digits and '-', starting with a letter, at most 32 characters",
+            });
+        } else if let Some(first) = seen.get(m.name.as_str()) {
+            errs.push(ValidationError::Duplicate {
+                key: format!("{k}.name"),
+                what: "measurement name",
+                value: m.name.clone(),
+                first: first.clone(),
+            });
+        } else if vm_names.contains(m.name.as_str()) {
+            errs.push(ValidationError::Rule {
+                key: format!("{k}.name"),
+                message: format!("{:?} is also a VM's name; `after` could not tell them apart", m.name),
+            });
+        } else if names::FIXED.contains(&m.name.as_str()) || names::PREFIXES.iter().any(|p| m.name.starts_with(p)) {
+            errs.push(ValidationError::Rule {
+                key: format!("{k}.name"),
+                message: format!("{:?} is reserved for the steps the runner adds; choose another name", m.name),
+            });
+        }
+        seen.insert(&m.name, format!("{k}.name"));
+        check_one(errs, s, m, &k, &vm_names, &seen);
+    }
+}
+
+fn check_one(
+    errs: &mut Vec<ValidationError>,
+    s: &SuiteSpec,
+    m: &MeasureSpec,
+    k: &str,
+    vm_names: &BTreeSet<&str>,
+    earlier: &BTreeMap<&str, String>,
+) {
+    let rule = |errs: &mut Vec<ValidationError>, key: String, message: String| {
+        errs.push(ValidationError::Rule { key, message })
+    };
+    if m.on.is_empty() {
+        rule(errs, format!("{k}.on"), "at least one VM is measured".into());
+    }
+    let mut on = BTreeSet::new();
+    for (j, vm) in m.on.iter().enumerate() {
+        let key = format!("{k}.on[{j}]");
+        if !vm_names.contains(vm.as_str()) {
+            errs.push(ValidationError::Unknown { key, what: "VM", value: vm.clone(), hint: String::new() });
+        } else if !on.insert(vm.as_str()) {
+            errs.push(ValidationError::Duplicate { key, what: "VM", value: vm.clone(), first: format!("{k}.on") });
+        }
+    }
+    if let Some(b) = &m.baseline {
+        if !m.on.contains(b) {
+            rule(
+                errs,
+                format!("{k}.baseline"),
+                format!("{b:?} is not one of the measured VMs ({k}.on: {})", m.on.join(", ")),
+            );
+        }
+    }
+    for (j, a) in m.after.iter().enumerate() {
+        // A measurement's name is accepted only for one defined before this one; VM
+        // and step names are checked on the compiled plan.
+        if !a.contains('/') && !vm_names.contains(a.as_str()) && !earlier.contains_key(a.as_str()) {
+            let known: Vec<&str> = vm_names.iter().copied().chain(earlier.keys().copied()).collect();
+            errs.push(ValidationError::Unknown {
+                key: format!("{k}.after[{j}]"),
+                what: "VM or earlier measurement",
+                value: a.clone(),
+                hint: format!(" (known: {})", known.join(", ")),
+            });
+        }
+        if a == &m.name {
+            rule(errs, format!("{k}.after[{j}]"), "a measurement can't wait for itself".into());
+        }
+    }
+    if let Some(r) = m.repeat {
+        range(errs, &format!("{k}.repeat"), r, &limits::REPEAT, "");
+    }
+    if let Some(w) = m.warmup {
+        range(errs, &format!("{k}.warmup"), w, &limits::WARMUP, "");
+    }
+    if let Some(e) = m.expect_exit {
+        range(errs, &format!("{k}.expect_exit"), e, &limits::EXIT_STATUS, "");
+    }
+    if let Some(t) = m.timeout {
+        duration(errs, &format!("{k}.timeout"), t);
+    }
+    for (field, v) in [("run", Some(&m.run)), ("setup", m.setup.as_ref()), ("teardown", m.teardown.as_ref())] {
+        if v.is_some_and(|v| v.trim().is_empty()) {
+            rule(errs, format!("{k}.{field}"), "the command is empty".into());
+        }
+    }
+    let mut kinds = BTreeSet::new();
+    for (j, o) in m.observe.iter().enumerate() {
+        let key = format!("{k}.observe[{j}]");
+        let kind = match o {
+            ObserverSpec::Netstat => Some(ObserverKind::Netstat),
+            ObserverSpec::Nfsstat => Some(ObserverKind::Nfsstat),
+            ObserverSpec::Mountstats(ms) => {
+                if !ms.mount.starts_with('/') || ms.mount.contains(char::is_whitespace) {
+                    rule(
+                        errs,
+                        format!("{key}.mountstats.mount"),
+                        format!("{:?} must be an absolute path without spaces", ms.mount),
+                    );
+                }
+                for (n, op) in ms.ops.iter().enumerate() {
+                    if op.is_empty() || !op.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
+                        rule(
+                            errs,
+                            format!("{key}.mountstats.ops[{n}]"),
+                            format!("{op:?} is not an RPC operation name as the kernel prints it (e.g. READ, WRITE, COMMIT)"),
+                        );
+                    }
+                }
+                Some(ObserverKind::Mountstats)
+            }
+            ObserverSpec::Netem(vm) => {
+                match s.vms.iter().find(|v| &v.name == vm) {
+                    None => errs.push(ValidationError::Unknown {
+                        key: format!("{key}.netem"),
+                        what: "VM",
+                        value: vm.clone(),
+                        hint: String::new(),
+                    }),
+                    Some(v) if v.net.as_ref().and_then(|n| n.egress.as_ref()).is_none() => rule(
+                        errs,
+                        format!("{key}.netem"),
+                        format!("VM {vm} has no netem to observe: give it `net: {{egress: …}}`"),
+                    ),
+                    Some(_) => {}
+                }
+                if m.concurrent == Some(true) {
+                    rule(
+                        errs,
+                        format!("{key}.netem"),
+                        "with `concurrent: true` the iterations overlap, so a netem's counters can't be split between them".into(),
+                    );
+                }
+                None
+            }
+        };
+        if let Some(kind) = kind {
+            if !kinds.insert(kind) {
+                rule(
+                    errs,
+                    key,
+                    format!("{} is observed twice; one observer of each kind per measurement", kind.name()),
+                );
+            }
+        }
+    }
+    let mut records = BTreeSet::new();
+    for (j, r) in m.record.iter().enumerate() {
+        let key = format!("{k}.record[{j}]");
+        if !is_name(&r.name)
+            || BUILTIN_SECTIONS.contains(&r.name.as_str())
+            || ObserverKind::ALL.iter().any(|o| r.name == o.name() || r.name == format!("before-{}", o.name()))
+        {
+            rule(
+                errs,
+                format!("{key}.name"),
+                format!(
+                    "{:?} can't name a record: use lowercase letters, digits and '-', and none of the script's own sections ({}, an observer's name or before-<observer>)",
+                    r.name,
+                    BUILTIN_SECTIONS.join(", ")
+                ),
+            );
+        } else if !records.insert(r.name.as_str()) {
+            errs.push(ValidationError::Duplicate {
+                key: format!("{key}.name"),
+                what: "record",
+                value: r.name.clone(),
+                first: format!("{k}.record"),
+            });
+        }
+        if r.run.trim().is_empty() {
+            rule(errs, format!("{key}.run"), "the command is empty".into());
+        }
+    }
+    if m.bytes == Some(0) {
+        rule(errs, format!("{k}.bytes"), "0 bytes give no throughput; leave `bytes` out".into());
+    }
+    let derived = derived_metrics(kinds.iter().copied());
+    let metric_ok = |name: &str| -> Result<(), String> {
+        if TIME_METRICS.contains(&name) || derived.contains_key(name) {
+            return Ok(());
+        }
+        if name == "throughput_mb_s" {
+            return if m.bytes.is_some() { Ok(()) } else { Err("throughput_mb_s needs `bytes`".into()) };
+        }
+        let prefix = match name.split('.').next() {
+            Some("netstat") => Some(ObserverKind::Netstat),
+            Some("nfs") => Some(ObserverKind::Nfsstat),
+            Some("mountstats") => Some(ObserverKind::Mountstats),
+            _ => None,
+        };
+        match prefix {
+            Some(kind) if name.split('.').count() >= 3 => {
+                if kinds.contains(&kind) {
+                    Ok(())
+                } else {
+                    Err(format!("{name} is a counter of the {} observer; add it to `observe`", kind.name()))
+                }
+            }
+            _ => {
+                let all = derived_metrics(ObserverKind::ALL);
+                match all.get(name) {
+                    Some(_) => Err(format!("{name} comes from an observer this measurement lacks; add it to `observe`")),
+                    None => Err(format!(
+                        "{name:?} is not a metric: use elapsed_s, user_s, system_s, throughput_mb_s, a derived metric of the observers ({}) or a counter name (netstat.Ip.ReasmFails, nfs.client.rpc.retrans, mountstats.READ.transmissions)",
+                        all.keys().copied().collect::<Vec<_>>().join(", ")
+                    )),
+                }
+            }
+        }
+    };
+    if let Some(c) = &m.compare {
+        if let Err(e) = metric_ok(c) {
+            rule(errs, format!("{k}.compare"), e);
+        }
+    }
+    let sections_ok = |name: &str| name == "stdout" || name == "stderr" || records.contains(name);
+    for (j, c) in m.checks.iter().enumerate() {
+        let key = format!("{k}.checks[{j}]");
+        if !sections_ok(&c.section) {
+            rule(
+                errs,
+                format!("{key}.section"),
+                format!("{:?} is not a section of this measurement (stdout, stderr, or a record's name)", c.section),
+            );
+        }
+        if c.equals.is_some() == c.contains.is_some() {
+            rule(errs, key, "give exactly one of `equals` or `contains`".into());
+        }
+    }
+    if let Some(snap) = &m.snapshot {
+        for (j, name) in snap.signs.iter().enumerate() {
+            if let Err(e) = metric_ok(name) {
+                rule(errs, format!("{k}.snapshot.signs[{j}]"), e);
+            }
+        }
+        for (j, name) in snap.sections.iter().enumerate() {
+            if !sections_ok(name) {
+                rule(
+                    errs,
+                    format!("{k}.snapshot.sections[{j}]"),
+                    format!("{name:?} is not a section of this measurement (stdout, stderr, or a record's name)"),
+                );
+            }
+        }
+    }
+}

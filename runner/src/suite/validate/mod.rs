@@ -1,0 +1,404 @@
+//! Cross-field rules of a suite (spec → **validate** → plan).
+//!
+//! Deserialization already rejected unknown keys and wrong types; here we check what
+//! the types can't express. Every rule yields a [`ValidationError`] naming the key path
+//! it is about, so the error can show the line.
+
+mod graph;
+mod kernel;
+mod measure;
+mod netem;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::infra::images::{Catalog, PinnedKernel, PinnedSource, DEFAULT_ROOTFS};
+use crate::suite::plan::{names, Plan};
+use crate::suite::spec::{SpecError, SuiteFile};
+pub use graph::check_graph;
+
+/// Limits on numeric settings: outside them the value is a mistake.
+pub mod limits {
+    use std::time::Duration;
+    /// Guest memory, MiB.
+    pub const MEMORY_MIB: std::ops::RangeInclusive<u64> = 128..=16384;
+    /// vCPUs.
+    pub const CPUS: std::ops::RangeInclusive<u32> = 1..=16;
+    /// Any timeout.
+    pub const TIMEOUT: std::ops::RangeInclusive<Duration> = Duration::from_secs(1)..=Duration::from_secs(24 * 3600);
+    /// Measured iterations per VM (`repeat`).
+    pub const REPEAT: std::ops::RangeInclusive<u32> = 1..=100;
+    /// Warm-up iterations per VM (`warmup`).
+    pub const WARMUP: std::ops::RangeInclusive<u32> = 0..=10;
+    /// Exit statuses (`expect_exit`).
+    pub const EXIT_STATUS: std::ops::RangeInclusive<i32> = 0..=255;
+    /// MTU, bytes.
+    pub const MTU: std::ops::RangeInclusive<u32> = 576..=65535;
+    /// Size of the measured file, bytes.
+    pub const FILE_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+    /// VMs in one suite.
+    pub const VMS: usize = 16;
+}
+
+/// One broken rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    /// A name doesn't match its pattern.
+    #[error("{what} {value:?} is not a valid name ({pattern})")]
+    BadName {
+        /// Key path.
+        key: String,
+        /// Which kind of name.
+        what: &'static str,
+        /// The value.
+        value: String,
+        /// Allowed pattern.
+        pattern: &'static str,
+    },
+    /// Two things share a name that must be unique.
+    #[error("{what} {value:?} is used twice (first at {first})")]
+    Duplicate {
+        /// Key path of the second use.
+        key: String,
+        /// Which kind of name.
+        what: &'static str,
+        /// The value.
+        value: String,
+        /// Key path of the first use.
+        first: String,
+    },
+    /// A number or duration outside its limits.
+    #[error("{value} is out of range (allowed: {range})")]
+    OutOfRange {
+        /// Key path.
+        key: String,
+        /// The value as written.
+        value: String,
+        /// Allowed range.
+        range: String,
+    },
+    /// An address outside the subnet, or the subnet's network/broadcast address.
+    #[error("{address} is not a usable host address of the suite's subnet {subnet}")]
+    AddressOutsideSubnet {
+        /// Key path.
+        key: String,
+        /// The address.
+        address: String,
+        /// The subnet.
+        subnet: String,
+    },
+    /// A reference to something that doesn't exist.
+    #[error("{what} {value:?} does not exist{hint}")]
+    Unknown {
+        /// Key path.
+        key: String,
+        /// What was referenced.
+        what: &'static str,
+        /// The reference.
+        value: String,
+        /// Extra help (", known: …").
+        hint: String,
+    },
+    /// Any other rule.
+    #[error("{message}")]
+    Rule {
+        /// Key path.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl ValidationError {
+    /// The key path the error is about.
+    pub fn key(&self) -> &str {
+        match self {
+            ValidationError::BadName { key, .. }
+            | ValidationError::Duplicate { key, .. }
+            | ValidationError::OutOfRange { key, .. }
+            | ValidationError::AddressOutsideSubnet { key, .. }
+            | ValidationError::Unknown { key, .. }
+            | ValidationError::Rule { key, .. } => key,
+        }
+    }
+}
+
+pub(crate) fn is_name(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some('a'..='z'))
+        && c.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.len() <= 32
+}
+
+fn is_step_name(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some('a'..='z' | '0'..='9'))
+        && c.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        && s.len() <= 48
+}
+
+/// Checks every rule; returns all broken ones (empty = valid).
+pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
+    let s = &file.spec;
+    let mut errs = Vec::new();
+    let name_pat = "lowercase letters, digits and '-', starting with a letter, at most 32 characters";
+    if !is_name(&s.name) {
+        errs.push(ValidationError::BadName {
+            key: "name".into(),
+            what: "suite name",
+            value: s.name.clone(),
+            pattern: name_pat,
+        });
+    }
+    if let Some(mtu) = s.network.mtu {
+        range(&mut errs, "network.mtu", mtu, &limits::MTU, " bytes");
+    }
+    let subnet = s.network.subnet;
+    if subnet.prefix_len() > 30 {
+        errs.push(ValidationError::Rule {
+            key: "network.subnet".into(),
+            message: format!("subnet {subnet} is too small; use a /30 or larger"),
+        });
+    }
+    let d = &s.defaults;
+    check_vm_numbers(&mut errs, "defaults", d.memory, d.cpus, d.boot_timeout);
+    if let Some(t) = d.step_timeout {
+        duration(&mut errs, "defaults.step_timeout", t);
+    }
+    if let Some(r) = &d.rootfs {
+        rootfs_exists(&mut errs, catalog, "defaults.rootfs", r);
+    }
+
+    if s.vms.is_empty() {
+        errs.push(ValidationError::Rule { key: "vms".into(), message: "a suite needs at least one VM".into() });
+    }
+    if s.vms.len() > limits::VMS {
+        errs.push(ValidationError::OutOfRange {
+            key: "vms".into(),
+            value: format!("{} VMs", s.vms.len()),
+            range: format!("at most {}", limits::VMS),
+        });
+    }
+    let mut names: BTreeMap<&str, String> = BTreeMap::new();
+    let mut addrs: BTreeMap<std::net::Ipv4Addr, String> = BTreeMap::new();
+    for (i, vm) in s.vms.iter().enumerate() {
+        let k = format!("vms[{i}]");
+        if !is_name(&vm.name) {
+            errs.push(ValidationError::BadName {
+                key: format!("{k}.name"),
+                what: "VM name",
+                value: vm.name.clone(),
+                pattern: name_pat,
+            });
+        }
+        if let Some(first) = names.insert(&vm.name, format!("{k}.name")) {
+            errs.push(ValidationError::Duplicate {
+                key: format!("{k}.name"),
+                what: "VM name",
+                value: vm.name.clone(),
+                first,
+            });
+        }
+        let a = vm.address;
+        if !subnet.contains(&a) || a == subnet.network() || a == subnet.broadcast() {
+            errs.push(ValidationError::AddressOutsideSubnet {
+                key: format!("{k}.address"),
+                address: a.to_string(),
+                subnet: subnet.to_string(),
+            });
+        } else if let Some(first) = addrs.insert(a, format!("{k}.address")) {
+            errs.push(ValidationError::Duplicate {
+                key: format!("{k}.address"),
+                what: "address",
+                value: a.to_string(),
+                first,
+            });
+        }
+        check_vm_numbers(&mut errs, &k, vm.memory, vm.cpus, vm.boot_timeout);
+        if let Some(r) = &vm.rootfs {
+            rootfs_exists(&mut errs, catalog, &format!("{k}.rootfs"), r);
+        }
+        if let Some(p) = &vm.profile {
+            if !catalog.profiles.contains_key(p) {
+                let known = catalog.profiles.keys().cloned().collect::<Vec<_>>().join(", ");
+                errs.push(ValidationError::Unknown {
+                    key: format!("{k}.profile"),
+                    what: "profile",
+                    value: p.clone(),
+                    hint: format!(" (known: {known})"),
+                });
+            }
+        }
+        kernel::check_kernel(&mut errs, file, catalog, &format!("{k}.kernel"), &vm.kernel);
+        if let Some(e) = vm.net.as_ref().and_then(|n| n.egress.as_ref()) {
+            netem::check_netem(&mut errs, &format!("{k}.net.egress"), e);
+            for (n, to) in e.to.iter().enumerate() {
+                if !s.vms.iter().any(|v| &v.name == to) {
+                    errs.push(ValidationError::Unknown {
+                        key: format!("{k}.net.egress.to[{n}]"),
+                        what: "VM",
+                        value: to.clone(),
+                        hint: String::new(),
+                    });
+                } else if to == &vm.name {
+                    errs.push(ValidationError::Rule {
+                        key: format!("{k}.net.egress.to[{n}]"),
+                        message: "a VM can't send to itself over the bridge".into(),
+                    });
+                }
+            }
+        }
+        let mut step_names = BTreeSet::new();
+        for (j, st) in vm.steps.iter().enumerate() {
+            let sk = format!("{k}.steps[{j}]");
+            if !is_step_name(&st.name) {
+                errs.push(ValidationError::BadName {
+                    key: format!("{sk}.name"),
+                    what: "step name",
+                    value: st.name.clone(),
+                    pattern: "lowercase letters, digits, '-' and '_'",
+                });
+            }
+            if let Some(why) = names::reserved(&st.name, crate::measure::measurement_names(s)) {
+                errs.push(ValidationError::Rule {
+                    key: format!("{sk}.name"),
+                    message: format!("{why}; choose another step name"),
+                });
+            }
+            if !step_names.insert(st.name.as_str()) {
+                errs.push(ValidationError::Duplicate {
+                    key: format!("{sk}.name"),
+                    what: "step name",
+                    value: st.name.clone(),
+                    first: format!("{k}.steps"),
+                });
+            }
+            if st.run.trim().is_empty() {
+                errs.push(ValidationError::Rule { key: format!("{sk}.run"), message: "the command is empty".into() });
+            }
+            if let Some(t) = st.timeout {
+                duration(&mut errs, &format!("{sk}.timeout"), t);
+            }
+        }
+    }
+    if let Some(n) = &s.nfs_read {
+        crate::scenarios::nfs_read::validate::check(&mut errs, s, n, catalog);
+    }
+    measure::check(&mut errs, s);
+    errs
+}
+
+fn check_vm_numbers(
+    errs: &mut Vec<ValidationError>,
+    k: &str,
+    memory: Option<u64>,
+    cpus: Option<u32>,
+    boot: Option<Duration>,
+) {
+    if let Some(m) = memory {
+        range(errs, &format!("{k}.memory"), m, &limits::MEMORY_MIB, " MiB");
+    }
+    if let Some(c) = cpus {
+        range(errs, &format!("{k}.cpus"), c, &limits::CPUS, " vCPUs");
+    }
+    if let Some(t) = boot {
+        duration(errs, &format!("{k}.boot_timeout"), t);
+    }
+}
+
+/// Checks `v` against `r`; `unit` (e.g. `" MiB"`) follows the numbers in the message.
+pub(crate) fn range<T: PartialOrd + std::fmt::Display>(
+    errs: &mut Vec<ValidationError>,
+    key: &str,
+    v: T,
+    r: &std::ops::RangeInclusive<T>,
+    unit: &str,
+) {
+    if !r.contains(&v) {
+        errs.push(ValidationError::OutOfRange {
+            key: key.into(),
+            value: format!("{v}{unit}"),
+            range: format!("{} to {}{unit}", r.start(), r.end()),
+        });
+    }
+}
+
+pub(crate) fn duration(errs: &mut Vec<ValidationError>, key: &str, t: Duration) {
+    if !limits::TIMEOUT.contains(&t) {
+        errs.push(ValidationError::OutOfRange {
+            key: key.into(),
+            value: format_duration(t),
+            range: "1s to 24h".into(),
+        });
+    }
+}
+
+/// A duration as a user would write it: whole days, hours or minutes when exact
+/// (`1000d`, not humantime's `2years 8months 25days 23h 31m 12s`).
+fn format_duration(t: Duration) -> String {
+    let s = t.as_secs();
+    if t.subsec_nanos() != 0 || s == 0 {
+        return humantime::format_duration(t).to_string();
+    }
+    for (unit, secs) in [("d", 86400), ("h", 3600), ("m", 60)] {
+        if s % secs == 0 {
+            return format!("{}{unit}", s / secs);
+        }
+    }
+    format!("{s}s")
+}
+
+fn rootfs_exists(errs: &mut Vec<ValidationError>, catalog: &Catalog, key: &str, name: &str) {
+    if !catalog.rootfs.contains_key(name) {
+        let known = catalog.rootfs.keys().cloned().collect::<Vec<_>>().join(", ");
+        errs.push(ValidationError::Unknown {
+            key: key.into(),
+            what: "rootfs recipe",
+            value: name.into(),
+            hint: format!(" (known: {known}; default {DEFAULT_ROOTFS})"),
+        });
+    }
+}
+
+/// A suite that passed [`validate`]: the only way to [`crate::suite::plan::compile`] one.
+#[derive(Debug, Clone, Copy)]
+pub struct Validated<'a> {
+    file: &'a SuiteFile,
+    catalog: &'a Catalog,
+}
+
+impl<'a> Validated<'a> {
+    /// The suite file.
+    pub fn file(&self) -> &'a SuiteFile {
+        self.file
+    }
+
+    /// The pinned Debian kernel a VM names (validated to exist).
+    pub fn debian_kernel(&self, series: &str, flavour: &str) -> &'a PinnedKernel {
+        self.catalog.debian_kernel(series, flavour).expect("validated: the kernel is pinned")
+    }
+
+    /// The pinned kernel source package a VM names (validated to exist).
+    pub fn source_kernel(&self, series: &str) -> &'a PinnedSource {
+        self.catalog.debian_source(series).expect("validated: the source is pinned")
+    }
+}
+
+/// Runs [`check`]; broken rules become one located [`SpecError`].
+pub fn validate<'a>(file: &'a SuiteFile, catalog: &'a Catalog) -> Result<Validated<'a>, SpecError> {
+    located(file, check(file, catalog))?;
+    Ok(Validated { file, catalog })
+}
+
+/// Checks what only the compiled plan shows: every `after` target exists, and no
+/// wait can never end (see [`check_graph`]).
+pub fn validate_plan(file: &SuiteFile, plan: &Plan) -> Result<(), SpecError> {
+    located(file, check_graph(&file.spec, plan))
+}
+
+fn located(file: &SuiteFile, errs: Vec<ValidationError>) -> Result<(), SpecError> {
+    if errs.is_empty() {
+        return Ok(());
+    }
+    Err(SpecError::Invalid(errs.iter().map(|e| file.error_at(e.key(), e.to_string())).collect()))
+}
