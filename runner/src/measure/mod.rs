@@ -44,6 +44,8 @@ pub fn compile(spec: &MeasureSpec, suite: &SuiteSpec) -> MeasurementPlan {
             ObserverSpec::Mountstats(m) => {
                 observers.push(Observer::Mountstats { mount: m.mount.clone(), ops: m.ops.clone() })
             }
+            ObserverSpec::ProcNet => observers.push(Observer::ProcNet),
+            ObserverSpec::ProcRpcNfs => observers.push(Observer::ProcRpcNfs),
             ObserverSpec::Netem(vm) => {
                 remote.push(RemoteObserver::Netem { vm: vm.clone(), seeded: seeded_netem(suite, vm) })
             }

@@ -11,6 +11,11 @@
 //! | `netstat` | `netstat -s` (net-tools 1.60, 2.10) | `netstat.<Section>.<Field>` (`netstat.Ip.ReasmFails`) | `/proc/net/snmp`, `/proc/net/netstat` |
 //! | `nfsstat` | `nfsstat` (nfs-utils 1.0.x, 2.6.x) | `nfs.client.rpc.calls`, `nfs.client.v3.read`, `nfs.server.…`, `nfs.other.…` | `/proc/net/rpc/nfs{,d}` |
 //! | `mountstats` | `cat /proc/self/mountstats` (RPC iostats 1.0/1.1, Linux ≥ 2.6.17) | `mountstats.<OP>.<field>` (`mountstats.READ.transmissions`) | one mount's per-op RPC statistics |
+//! | `proc_net` | `cat /proc/net/snmp /proc/net/netstat` (raw, what `nstat` reads) | the same as `netstat` | the same files |
+//! | `proc_rpc_nfs` | `cat /proc/net/rpc/nfs` (raw client counts) | the client half of `nfsstat`'s | the same file |
+//!
+//! `netstat` and `proc_net` give the same counters, as do `nfsstat` and `proc_rpc_nfs`
+//! for the client: a measurement observes one of each pair.
 //!
 //! Each observer kind also has a table of **derived metrics** ([`ObserverKind::derived`]):
 //! named deltas a reader of a kernel report asks for first (IP reassembly failures, RPC
@@ -43,6 +48,10 @@ pub enum Observer {
         /// Operation names as the kernel prints them (`READ`, `WRITE`, `COMMIT`, …).
         ops: Vec<String>,
     },
+    /// Raw `/proc/net/snmp` and `/proc/net/netstat`.
+    ProcNet,
+    /// Raw `/proc/net/rpc/nfs`.
+    ProcRpcNfs,
 }
 
 /// The kind of an [`Observer`] (one observer per kind in a measurement).
@@ -55,27 +64,52 @@ pub enum ObserverKind {
     Nfsstat,
     /// `/proc/self/mountstats`.
     Mountstats,
+    /// Raw `/proc/net/snmp` + `/proc/net/netstat`.
+    ProcNet,
+    /// Raw `/proc/net/rpc/nfs`.
+    ProcRpcNfs,
 }
 
 impl ObserverKind {
     /// Every kind, in script order.
-    pub const ALL: [ObserverKind; 3] = [ObserverKind::Netstat, ObserverKind::Nfsstat, ObserverKind::Mountstats];
+    pub const ALL: [ObserverKind; 5] = [
+        ObserverKind::Netstat,
+        ObserverKind::Nfsstat,
+        ObserverKind::Mountstats,
+        ObserverKind::ProcNet,
+        ObserverKind::ProcRpcNfs,
+    ];
 
-    /// The kind's name in suites and section names: `netstat`, `nfsstat`, `mountstats`.
+    /// The kind's name in suites and section names: `netstat`, `nfsstat`, `mountstats`,
+    /// `proc_net`, `proc_rpc_nfs`.
     pub fn name(self) -> &'static str {
         match self {
             ObserverKind::Netstat => "netstat",
             ObserverKind::Nfsstat => "nfsstat",
             ObserverKind::Mountstats => "mountstats",
+            ObserverKind::ProcNet => "proc_net",
+            ObserverKind::ProcRpcNfs => "proc_rpc_nfs",
         }
     }
 
     /// The derived metrics this kind's observations give (see [`DerivedMetric`]).
     pub fn derived(self) -> &'static [DerivedMetric] {
         match self {
-            ObserverKind::Netstat => NETSTAT_DERIVED,
-            ObserverKind::Nfsstat => NFSSTAT_DERIVED,
+            ObserverKind::Netstat | ObserverKind::ProcNet => NETSTAT_DERIVED,
+            ObserverKind::Nfsstat | ObserverKind::ProcRpcNfs => NFSSTAT_DERIVED,
             ObserverKind::Mountstats => &[],
+        }
+    }
+
+    /// The kind whose counters share names with this one's (one of a pair per
+    /// measurement), if any.
+    pub fn same_counters_as(self) -> Option<ObserverKind> {
+        match self {
+            ObserverKind::Netstat => Some(ObserverKind::ProcNet),
+            ObserverKind::ProcNet => Some(ObserverKind::Netstat),
+            ObserverKind::Nfsstat => Some(ObserverKind::ProcRpcNfs),
+            ObserverKind::ProcRpcNfs => Some(ObserverKind::Nfsstat),
+            ObserverKind::Mountstats => None,
         }
     }
 }
@@ -87,6 +121,8 @@ impl Observer {
             Observer::Netstat => ObserverKind::Netstat,
             Observer::Nfsstat => ObserverKind::Nfsstat,
             Observer::Mountstats { .. } => ObserverKind::Mountstats,
+            Observer::ProcNet => ObserverKind::ProcNet,
+            Observer::ProcRpcNfs => ObserverKind::ProcRpcNfs,
         }
     }
 
@@ -96,6 +132,8 @@ impl Observer {
             Observer::Netstat => "netstat -s",
             Observer::Nfsstat => "nfsstat",
             Observer::Mountstats { .. } => "cat /proc/self/mountstats",
+            Observer::ProcNet => "cat /proc/net/snmp /proc/net/netstat",
+            Observer::ProcRpcNfs => "cat /proc/net/rpc/nfs",
         }
     }
 
@@ -117,6 +155,17 @@ impl Observer {
                 }
                 Observation { counters, groups: BTreeSet::from(["mountstats".to_string()]) }
             }
+            Observer::ProcNet => {
+                let p = crate::parse::procnet::parse(text)?;
+                let counters = p.flat().into_iter().map(|(k, v)| (format!("netstat.{k}"), v)).collect();
+                let mut groups: BTreeSet<String> = p.sections.keys().map(|s| format!("netstat.{s}")).collect();
+                groups.insert("netstat".into());
+                Observation { counters, groups }
+            }
+            Observer::ProcRpcNfs => Observation {
+                counters: crate::parse::procrpcnfs::parse(text)?.counters(),
+                groups: BTreeSet::from([NFS_GROUP.to_string()]),
+            },
         })
     }
 }
@@ -157,6 +206,10 @@ pub fn op_stats(obs: &Observation, op: &str) -> Option<mountstats::OpStats> {
     })
 }
 
+/// The group of an observation of the NFS client's counters (`nfsstat` or
+/// `/proc/net/rpc/nfs`).
+pub const NFS_GROUP: &str = "nfs";
+
 /// One observation: cumulative counters at one moment, plus the counter **groups** the
 /// output showed (a `netstat -s` section such as `netstat.Ip`, printed even when all
 /// its lines were left out for being zero; or the observer kind, e.g. `nfsstat`). A
@@ -179,7 +232,7 @@ impl Observation {
         Observation { counters, groups }
     }
 
-    /// `nfsstat` counters named as documented in the module table; group `nfsstat`.
+    /// `nfsstat` counters named as documented in the module table; group [`NFS_GROUP`].
     pub fn from_nfsstat(n: &Nfsstat) -> Observation {
         let mut out = Counters::new();
         if let Some(rpc) = &n.client_rpc {
@@ -203,7 +256,7 @@ impl Observation {
                 out.insert(format!("nfs.other.{t}.{col}"), *v);
             }
         }
-        Observation { counters: out, groups: BTreeSet::from(["nfsstat".to_string()]) }
+        Observation { counters: out, groups: BTreeSet::from([NFS_GROUP.to_string()]) }
     }
 
     /// Merges `other` into `self` (counters of different observers never share names).
@@ -279,7 +332,7 @@ pub const NFSSTAT_DERIVED: &[DerivedMetric] = &[
     DerivedMetric {
         name: "nfs_read_calls",
         doc: "NFS client READ calls, summed over NFS versions",
-        rule: Rule::Sum { prefix: "nfs.client.v", suffix: ".read", group: "nfsstat" },
+        rule: Rule::Sum { prefix: "nfs.client.v", suffix: ".read", group: NFS_GROUP },
     },
 ];
 
@@ -398,12 +451,12 @@ mod tests {
     #[test]
     fn nfs_reads_sum_over_versions_and_need_nfsstat_on_both_sides() {
         let m = metric("nfs_read_calls");
-        let b = obs(&[("nfs.client.v3.read", 10)], &["nfsstat"]);
-        let a = obs(&[("nfs.client.v3.read", 30), ("nfs.client.v4.read", 5), ("nfs.server.v3.read", 99)], &["nfsstat"]);
+        let b = obs(&[("nfs.client.v3.read", 10)], &[NFS_GROUP]);
+        let a = obs(&[("nfs.client.v3.read", 30), ("nfs.client.v4.read", 5), ("nfs.server.v3.read", 99)], &[NFS_GROUP]);
         assert_eq!(m.compute(&b, &a), Some(25));
         assert_eq!(m.compute(&Observation::default(), &a), None);
         // nfs-utils 2.x leaves out tables whose counts are all zero.
-        assert_eq!(m.compute(&obs(&[], &["nfsstat"]), &obs(&[], &["nfsstat"])), Some(0));
+        assert_eq!(m.compute(&obs(&[], &[NFS_GROUP]), &obs(&[], &[NFS_GROUP])), Some(0));
     }
 
     #[test]

@@ -101,6 +101,10 @@ pub enum ObserverSpec {
     Nfsstat,
     /// `/proc/self/mountstats` of one NFS mount.
     Mountstats(MountstatsSpec),
+    /// Raw `/proc/net/snmp` and `/proc/net/netstat` (the same counters as `netstat`).
+    ProcNet,
+    /// Raw `/proc/net/rpc/nfs` (the same client counters as `nfsstat`).
+    ProcRpcNfs,
     /// The netem statistics of another VM (`{netem: server}`).
     Netem(String),
 }

@@ -141,6 +141,8 @@ fn check_one(
                 }
                 Some(ObserverKind::Mountstats)
             }
+            ObserverSpec::ProcNet => Some(ObserverKind::ProcNet),
+            ObserverSpec::ProcRpcNfs => Some(ObserverKind::ProcRpcNfs),
             ObserverSpec::Netem(vm) => {
                 match s.vms.iter().find(|v| &v.name == vm) {
                     None => errs.push(ValidationError::Unknown {
@@ -215,15 +217,15 @@ fn check_one(
         if name == "throughput_mb_s" {
             return if m.bytes.is_some() { Ok(()) } else { Err("throughput_mb_s needs `bytes`".into()) };
         }
-        let prefix = match name.split('.').next() {
-            Some("netstat") => Some(ObserverKind::Netstat),
-            Some("nfs") => Some(ObserverKind::Nfsstat),
-            Some("mountstats") => Some(ObserverKind::Mountstats),
-            _ => None,
+        let providers: &[ObserverKind] = match name.split('.').next() {
+            Some("netstat") => &[ObserverKind::Netstat, ObserverKind::ProcNet],
+            Some("nfs") => &[ObserverKind::Nfsstat, ObserverKind::ProcRpcNfs],
+            Some("mountstats") => &[ObserverKind::Mountstats],
+            _ => &[],
         };
-        match prefix {
+        match providers.first() {
             Some(kind) if name.split('.').count() >= 3 => {
-                if kinds.contains(&kind) {
+                if providers.iter().any(|p| kinds.contains(p)) {
                     Ok(())
                 } else {
                     Err(format!("{name} is a counter of the {} observer; add it to `observe`", kind.name()))
