@@ -56,13 +56,13 @@ pub struct IterationResult {
     pub changed_counters: BTreeMap<String, i64>,
     /// Counters absent before `run` and present after it, `name → value after`
     /// (`netstat -s` leaves out counters while they are zero).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub appeared_counters: BTreeMap<String, u64>,
     /// What the remote observers saw during the iteration.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remote: Vec<RemoteResult>,
     /// The records' outputs, trimmed.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub records: BTreeMap<String, String>,
     /// Whether it counts in the statistics.
     pub counted: bool,

@@ -156,7 +156,7 @@ pub struct RunRecord {
     /// The run's private network namespace (gone at the end of the run).
     pub network_namespace: Option<NamespaceRecord>,
     /// Things teardown could not clean up (empty when everything was removed).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub teardown_problems: Vec<String>,
     /// Images used.
     pub images: Vec<ImageRecord>,
