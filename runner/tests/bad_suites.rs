@@ -39,7 +39,7 @@ fn settings() -> insta::Settings {
 fn mistake(path: &Path) -> String {
     let bytes = std::fs::read(path).expect("fixture is readable");
     let text = String::from_utf8_lossy(&bytes);
-    let first = text.lines().next().unwrap_or_default();
+    let first = text.split(['\n', '\r']).next().unwrap_or_default();
     first.strip_prefix("# ").unwrap_or(first).to_string()
 }
 
@@ -130,6 +130,91 @@ fn file_too_large() {
     s.bind(|| insta::assert_snapshot!("bad_suite__file-too-large", rendered));
 }
 
+/// Devices that never end (`/dev/zero`) or yield random bytes (`/dev/urandom`) are
+/// refused after reading one byte past [`MAX_SUITE_BYTES`], in well under a second:
+/// their metadata says nothing about their size.
+#[test]
+fn endless_files_are_refused_without_reading_them_all() {
+    for dev in ["/dev/zero", "/dev/urandom"] {
+        let path = Path::new(dev);
+        if !path.exists() {
+            continue;
+        }
+        let started = Instant::now();
+        let result = check(path);
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(2), "{dev}: took {took:?}");
+        let (missing, rendered) = defects(path, result, false);
+        assert!(missing.is_empty(), "{dev}: {missing:?}");
+        let rendered = rendered.expect("an error");
+        assert!(rendered.contains(&MAX_SUITE_BYTES.to_string()), "{dev}: names the limit: {rendered}");
+        if dev == "/dev/zero" {
+            settings().bind(|| insta::assert_snapshot!("bad_suite__dev-zero", rendered));
+        }
+    }
+}
+
+/// Pathological nesting (100,000 `{a: ` in 400 KB; 300,000 unclosed `[`; 300,000
+/// nested `- `) is refused by a cheap scan before any YAML parser sees it: libyaml
+/// alone took about 90 s of CPU on such input. Generated, not checked in.
+#[test]
+fn pathological_nesting_is_refused_quickly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let head = "# Mistake: pathological nesting (generated).\nname: demo\nnetwork:\n  subnet: 10.80.0.0/24\nvms: ";
+    let cases = [
+        ("nesting-flow-mappings", "{a: ".repeat(100_000)),
+        ("nesting-unclosed-brackets", "[".repeat(300_000)),
+        ("nesting-block-sequences", format!("\n{}x\n", "- ".repeat(300_000))),
+    ];
+    for (stem, body) in cases {
+        let path = dir.path().join(format!("{stem}.yaml"));
+        std::fs::write(&path, format!("{head}{body}")).expect("write");
+        let started = Instant::now();
+        let result = check(&path);
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(1), "{stem}: took {took:?}");
+        let (missing, rendered) = defects(&path, result, true);
+        assert!(missing.is_empty(), "{stem}: {missing:?}");
+        let rendered = rendered.expect("an error");
+        assert!(rendered.contains("nested more than 64 levels"), "{stem}: {rendered}");
+        let mut s = settings();
+        s.add_filter(&regex_literal(&format!("{}/", dir.path().display())), "$$TMPDIR/");
+        s.set_description(format!("Mistake: {stem} (generated in a temporary folder)."));
+        s.bind(|| insta::assert_snapshot!(format!("bad_suite__{stem}"), rendered));
+    }
+}
+
+/// A byte-order mark, CRLF or CR-only line endings change nothing: every suite of the
+/// repository compiles into the same plan with each of them.
+#[test]
+fn bom_and_line_endings_do_not_change_a_suite() {
+    let catalog = Catalog::load(&repo_root().join("images")).expect("images/");
+    let plan_of = |path: &Path, text: String| -> String {
+        let file = vmrepro::suite::spec::load::parse_suite(path, text).unwrap_or_else(|e| panic!("{e}"));
+        let plan = vmrepro::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::to_string(&plan).expect("plan serializes")
+    };
+    let mut seen = 0;
+    for entry in std::fs::read_dir(repo_root().join("suites")).expect("suites/").flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        let plain = plan_of(&path, text.clone());
+        for (what, variant) in [
+            ("BOM", format!("\u{feff}{text}")),
+            ("CRLF", text.replace('\n', "\r\n")),
+            ("CR", text.replace('\n', "\r")),
+            ("BOM+CRLF", format!("\u{feff}{}", text.replace('\n', "\r\n"))),
+        ] {
+            assert_eq!(plan_of(&path, variant), plain, "{} with {what}", path.display());
+        }
+        seen += 1;
+    }
+    assert!(seen >= 2);
+}
+
 /// Fixtures the binary is run on: one of each stage (YAML syntax, schema, encoding,
 /// cross-field rules, catalog lookups).
 const CLI_CASES: &[&str] = &[
@@ -139,6 +224,8 @@ const CLI_CASES: &[&str] = &[
     "duplicate-address.yaml",
     "unknown-debian-kernel-series.yaml",
     "nfs-server-without-profile.yaml",
+    "duplicate-key-client-mount-options.yaml",
+    "escape-in-unknown-key.yaml",
 ];
 
 /// `vmrepro check FILE` on a bad suite: exit code 2, the same message on stderr as the
@@ -180,6 +267,10 @@ fn cli_check_exits_2_without_booting() {
             assert_eq!(out.status.code(), Some(2), "{case} (VMREPRO_QEMU={}): stderr:\n{stderr}", qemu.display());
             assert_eq!(stderr.trim_end(), expected, "{case}: stderr is the rendered error");
             assert!(stderr.contains(case), "{case}: stderr names the file");
+            assert!(
+                !stderr.chars().any(|c| c.is_control() && c != '\n' && c != '\t'),
+                "{case}: stderr holds a raw control character: {stderr:?}"
+            );
             assert!(out.stdout.is_empty(), "{case}: nothing on stdout: {}", String::from_utf8_lossy(&out.stdout));
         }
     }

@@ -1,4 +1,6 @@
-//! Maps a key path such as `vms[1].address` to its line and column in the YAML text.
+//! Maps a key path such as `vms[1].address` to its line and column in the YAML text,
+//! and finds what the deserializer would silently accept: duplicate keys, a second
+//! document, nulls, and keys or values holding characters no suite needs.
 //!
 //! `serde_yaml` reports positions only for the errors it finds itself; the
 //! cross-field rules of [`crate::suite::validate`] run on typed values that have lost their
@@ -10,6 +12,8 @@ use std::collections::HashMap;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
+use super::text::{char_note, describe, escape_controls};
+
 /// A position in a text file: 1-based line and 1-based column (in characters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Position {
@@ -19,6 +23,12 @@ pub struct Position {
     pub column: usize,
 }
 
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
 /// Where each key path of a YAML document is, as found by a marked event parse.
 #[derive(Debug, Default)]
 pub struct Locations {
@@ -26,16 +36,68 @@ pub struct Locations {
     entries: HashMap<String, (Position, Position)>,
 }
 
+/// One step of a key path: a mapping key or a sequence index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    /// A key of a mapping.
+    Key(String),
+    /// An item of a sequence (0-based).
+    Index(usize),
+}
+
+/// A value written as YAML's null (`~`, `null`, or nothing after the key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Null {
+    /// Where it is, step by step.
+    pub segments: Vec<Segment>,
+    /// Its key path, as in messages.
+    pub path: String,
+    /// Its position.
+    pub position: Position,
+    /// As written (empty when nothing was written; `*` for an alias of a null).
+    pub written: String,
+}
+
+/// A structural problem: the key path it belongs to, where, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Key path (empty at the top level).
+    pub key: String,
+    /// Where.
+    pub position: Position,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// What one pass over the text found: the locations, the problems every suite must be
+/// free of, and the nulls (whether a null is allowed depends on the key; see
+/// [`crate::suite::spec::load`]).
+#[derive(Debug, Default)]
+pub struct Analysis {
+    /// Key paths → positions.
+    pub locations: Locations,
+    /// Duplicate keys, a second document, odd characters in keys and values.
+    pub problems: Vec<Problem>,
+    /// Every null value.
+    pub nulls: Vec<Null>,
+}
+
 impl Locations {
     /// Parses `text` and records every key path. Returns an empty map when the text
     /// isn't valid YAML (the deserializer reports that error with its own position).
     pub fn of(text: &str) -> Self {
+        Self::analyse(text).locations
+    }
+
+    /// One marked event parse of `text`: see [`Analysis`]. When the text isn't valid
+    /// YAML the analysis is empty (the deserializer reports that error).
+    pub fn analyse(text: &str) -> Analysis {
         let mut recv = Recorder::default();
         let mut parser = Parser::new_from_str(text);
-        if parser.load(&mut recv, false).is_err() {
-            return Self::default();
+        if parser.load(&mut recv, true).is_err() {
+            return Analysis::default();
         }
-        Self { entries: recv.entries }
+        Analysis { locations: Self { entries: recv.entries }, problems: recv.problems, nulls: recv.nulls }
     }
 
     /// For text that is not valid YAML: the key path the parser was inside when it
@@ -45,11 +107,10 @@ impl Locations {
         let mut recv = Recorder::default();
         let mut parser = Parser::new_from_str(text);
         parser.load(&mut recv, false).err()?;
-        let (path, frame) = recv.stack.last()?;
-        let path = match frame {
-            Frame::Map { key: Some((k, _)), .. } if path.is_empty() => k.clone(),
-            Frame::Map { key: Some((k, _)), .. } => format!("{path}.{k}"),
-            _ => path.clone(),
+        let top = recv.stack.last()?;
+        let path = match &top.frame {
+            Frame::Map { key: Some((k, _)), .. } => join(&top.path, k),
+            _ => top.path.clone(),
         };
         Some(path).filter(|p| !p.is_empty())
     }
@@ -77,37 +138,64 @@ impl Locations {
     }
 }
 
+fn join(parent: &str, key: &str) -> String {
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
 enum Frame {
     /// In a mapping; `key` is the pending key once read, with its position; `first`
-    /// until the mapping's first key is read.
-    Map { key: Option<(String, Position)>, first: bool },
+    /// until the mapping's first key is read; `seen` holds every scalar key read so far.
+    Map { key: Option<(String, Position)>, first: bool, seen: HashMap<String, Position> },
     /// In a sequence; the index of the next item.
     Seq { next: usize },
 }
 
+/// A mapping or sequence being read: its key path, its segments, and its state.
+struct Open {
+    path: String,
+    segments: Vec<Segment>,
+    frame: Frame,
+}
+
 #[derive(Default)]
 struct Recorder {
-    stack: Vec<(String, Frame)>,
+    stack: Vec<Open>,
     entries: HashMap<String, (Position, Position)>,
+    problems: Vec<Problem>,
+    nulls: Vec<Null>,
+    /// Anchors whose node is a null scalar (an alias of one is a null too).
+    null_anchors: std::collections::HashSet<usize>,
+    documents: usize,
 }
 
 fn pos(mark: Marker) -> Position {
     Position { line: mark.line(), column: mark.col() + 1 }
 }
 
+/// Whether a scalar is YAML's null (core schema): plain `~`, `null`, `Null`, `NULL`
+/// or nothing, without a tag.
+fn is_null(value: &str, style: TScalarStyle, tagged: bool) -> bool {
+    !tagged && style == TScalarStyle::Plain && matches!(value, "" | "~" | "null" | "Null" | "NULL")
+}
+
 impl Recorder {
-    /// Called when a node (scalar or container) starts; returns its path if it is a
-    /// value (not a mapping key).
+    /// Called when a node (scalar or container) starts; returns its path and segments
+    /// if it is a value (not a mapping key).
     ///
     /// `empty` is true for an empty plain scalar (`run:` with nothing after it): its
     /// marker is where the next token starts, often on a later line, so the value is
     /// located at its key instead.
-    fn node(&mut self, mark: Marker, scalar: Option<&str>, empty: bool) -> Option<String> {
-        let Some((parent, frame)) = self.stack.last_mut() else {
-            return Some(String::new());
+    fn node(&mut self, mark: Marker, scalar: Option<&str>, empty: bool) -> Option<(String, Vec<Segment>)> {
+        let Some(open) = self.stack.last_mut() else {
+            return Some((String::new(), Vec::new()));
         };
-        match frame {
-            Frame::Map { key, first } => match key.take() {
+        let parent = &open.path;
+        match &mut open.frame {
+            Frame::Map { key, first, seen } => match key.take() {
                 None => {
                     let k = scalar.unwrap_or("?").to_string();
                     let at = pos(mark);
@@ -123,21 +211,82 @@ impl Recorder {
                             }
                         }
                     }
+                    if scalar.is_some() {
+                        if let Some(before) = seen.get(&k) {
+                            self.problems.push(Problem {
+                                key: join(parent, &k),
+                                position: at,
+                                message: format!(
+                                    "key `{}` is given twice (first at {before}); YAML keeps only one of them",
+                                    escape_controls(&k)
+                                ),
+                            });
+                        } else {
+                            seen.insert(k.clone(), at);
+                        }
+                    }
                     *key = Some((k, at));
                     None
                 }
                 Some((k, kpos)) => {
-                    let path = if parent.is_empty() { k } else { format!("{parent}.{k}") };
+                    let path = join(parent, &k);
+                    let mut segments = open.segments.clone();
+                    segments.push(Segment::Key(k));
                     let vpos = if empty { kpos } else { pos(mark) };
                     self.entries.insert(path.clone(), (kpos, vpos));
-                    Some(path)
+                    Some((path, segments))
                 }
             },
             Frame::Seq { next } => {
                 let path = format!("{parent}[{next}]");
+                let mut segments = open.segments.clone();
+                segments.push(Segment::Index(*next));
                 *next += 1;
                 self.entries.insert(path.clone(), (pos(mark), pos(mark)));
-                Some(path)
+                Some((path, segments))
+            }
+        }
+    }
+
+    /// The pending key of the innermost mapping and its position, if a key was just
+    /// read (the next node is its value).
+    fn pending_key(&self) -> Option<&(String, Position)> {
+        match &self.stack.last()?.frame {
+            Frame::Map { key, .. } => key.as_ref(),
+            Frame::Seq { .. } => None,
+        }
+    }
+
+    /// Checks a scalar: a key must be printable ASCII; a value may hold no control
+    /// character besides tab and newline.
+    fn check_scalar(&mut self, value: &str, path: Option<&str>, at: Position) {
+        match path {
+            None => {
+                if let Some(c) = value.chars().find(|c| !c.is_ascii() || c.is_ascii_control()) {
+                    let parent = self.stack.last().map_or("", |o| o.path.as_str());
+                    self.problems.push(Problem {
+                        key: parent.to_string(),
+                        position: at,
+                        message: format!(
+                            "key `{}` contains {}; keys are plain ASCII names",
+                            escape_controls(value),
+                            char_note(c)
+                        ),
+                    });
+                }
+            }
+            Some(path) => {
+                if let Some(c) = value.chars().find(|&c| c.is_control() && c != '\t' && c != '\n') {
+                    let message = if c == '\0' {
+                        format!("the value contains {}, which no guest command, path or name can hold", describe(c))
+                    } else {
+                        format!(
+                            "the value contains the control character {}; a suite holds none besides tab and newline (write it the way the command expects it, e.g. printf '\\033' for ESC)",
+                            describe(c)
+                        )
+                    };
+                    self.problems.push(Problem { key: path.to_string(), position: at, message });
+                }
             }
         }
     }
@@ -146,21 +295,61 @@ impl Recorder {
 impl MarkedEventReceiver for Recorder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         match ev {
-            Event::Scalar(s, style, ..) => {
-                let empty = s.is_empty() && style == TScalarStyle::Plain;
-                self.node(mark, Some(&s), empty);
+            Event::DocumentStart => {
+                self.documents += 1;
+                if self.documents == 2 {
+                    self.problems.push(Problem {
+                        key: String::new(),
+                        position: pos(mark),
+                        message: "a second YAML document starts here; a suite file holds one (remove this `---` and what follows it, or merge the two)".into(),
+                    });
+                }
             }
-            Event::Alias(_) => {
-                self.node(mark, None, false);
+            Event::Scalar(s, style, anchor, tag) => {
+                let empty = s.is_empty() && style == TScalarStyle::Plain;
+                let null = is_null(&s, style, tag.is_some());
+                if null && anchor > 0 {
+                    self.null_anchors.insert(anchor);
+                }
+                // An empty value is located at its key (see `node`).
+                let at = if empty { self.pending_key().map_or(pos(mark), |(_, p)| *p) } else { pos(mark) };
+                let value = self.node(mark, Some(&s), empty);
+                if value.is_none() && null {
+                    let parent = self.stack.last().map_or("", |o| o.path.as_str());
+                    self.problems.push(Problem {
+                        key: parent.to_string(),
+                        position: at,
+                        message: format!(
+                            "a key is written as `{}`, which is YAML's null; keys are names",
+                            if s.is_empty() { "?" } else { &s }
+                        ),
+                    });
+                }
+                self.check_scalar(&s, value.as_ref().map(|(p, _)| p.as_str()), at);
+                if let (Some((path, segments)), true) = (value, null) {
+                    self.nulls.push(Null { segments, path, position: at, written: s });
+                }
+            }
+            Event::Alias(anchor) => {
+                let at = pos(mark);
+                if let Some((path, segments)) = self.node(mark, None, false) {
+                    if self.null_anchors.contains(&anchor) {
+                        self.nulls.push(Null { segments, path, position: at, written: "*".into() });
+                    }
+                }
             }
             Event::MappingStart(..) => {
                 // A mapping used as a key is not supported by our schema; record it as "?".
-                let path = self.node(mark, None, false).unwrap_or_default();
-                self.stack.push((path, Frame::Map { key: None, first: true }));
+                let (path, segments) = self.node(mark, None, false).unwrap_or_default();
+                self.stack.push(Open {
+                    path,
+                    segments,
+                    frame: Frame::Map { key: None, first: true, seen: HashMap::new() },
+                });
             }
             Event::SequenceStart(..) => {
-                let path = self.node(mark, None, false).unwrap_or_default();
-                self.stack.push((path, Frame::Seq { next: 0 }));
+                let (path, segments) = self.node(mark, None, false).unwrap_or_default();
+                self.stack.push(Open { path, segments, frame: Frame::Seq { next: 0 } });
             }
             Event::MappingEnd | Event::SequenceEnd => {
                 self.stack.pop();
@@ -207,6 +396,36 @@ mod tests {
         let unclosed = "vms:\n  - name: a\n    after: [b\n    run: x\n";
         assert_eq!(Locations::path_at_syntax_error(unclosed).as_deref(), Some("vms[0].after"));
         assert_eq!(Locations::path_at_syntax_error("name: x\nnetwork:\n\tsubnet: y\n").as_deref(), Some("network"));
+    }
+
+    #[test]
+    fn duplicate_keys_are_found_in_every_mapping_with_both_positions() {
+        let a = Locations::analyse("a: 1\nb:\n  c: 1\n  c: 2\nd: {e: 1, e: 2}\na: 3\nf: [{g: 1}, {g: 2}]\n");
+        let found: Vec<(String, String)> =
+            a.problems.iter().map(|p| (p.key.clone(), format!("{} {}", p.position, p.message))).collect();
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert_eq!(found[0].0, "b.c");
+        assert!(found[0].1.starts_with("4:3 key `c` is given twice (first at 3:3)"), "{found:?}");
+        assert_eq!(found[1].0, "d.e");
+        assert_eq!(found[2].0, "a");
+        assert!(found[2].1.starts_with("6:1 key `a` is given twice (first at 1:1)"), "{found:?}");
+    }
+
+    #[test]
+    fn nulls_second_documents_and_odd_characters() {
+        let a = Locations::analyse("a: ~\nb:\nc: [null, x]\nd: &n ~\ne: *n\nf: \"~\"\ng: !!str ~\n");
+        let paths: Vec<&str> = a.nulls.iter().map(|n| n.path.as_str()).collect();
+        assert_eq!(paths, ["a", "b", "c[0]", "d", "e"]);
+        assert_eq!(a.nulls[2].segments, [Segment::Key("c".into()), Segment::Index(0)]);
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+
+        let a = Locations::analyse("a: 1\n---\nb: 2\n");
+        assert_eq!(a.problems.len(), 1);
+        assert_eq!(a.problems[0].position, Position { line: 2, column: 1 });
+
+        let a = Locations::analyse("\"k\\e\": \"v\\0\"\n");
+        let messages: Vec<&str> = a.problems.iter().map(|p| p.message.as_str()).collect();
+        assert!(messages[0].contains("U+001B (ESC)") && messages[1].contains("U+0000 (NUL)"), "{messages:?}");
     }
 
     #[test]

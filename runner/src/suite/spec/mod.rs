@@ -9,6 +9,8 @@
 
 pub mod load;
 pub mod locate;
+pub mod scan;
+pub mod text;
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -19,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::measure::spec::MeasureSpec;
 pub use crate::scenarios::nfs_read::spec::{NfsFileSpec, NfsReadSpec};
-pub use load::{load_suite, SpecError, SuiteFile};
+pub use load::{load_suite, load_suite_with, LoadOptions, SpecError, SuiteFile};
 
 /// A whole suite file (`suites/*.yaml`).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]

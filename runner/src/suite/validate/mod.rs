@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::infra::images::{Catalog, PinnedKernel, PinnedSource, DEFAULT_ROOTFS};
 use crate::suite::plan::{names, Plan};
+use crate::suite::spec::text::{non_ascii_hint, shown};
 use crate::suite::spec::{SpecError, SuiteFile};
 pub use graph::check_graph;
 
@@ -44,7 +45,7 @@ pub mod limits {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValidationError {
     /// A name doesn't match its pattern.
-    #[error("{what} {value:?} is not a valid name ({pattern})")]
+    #[error("{what} {} is not a valid name ({pattern}){}", shown(.value, 80), non_ascii_hint(.value))]
     BadName {
         /// Key path.
         key: String,
@@ -56,7 +57,7 @@ pub enum ValidationError {
         pattern: &'static str,
     },
     /// Two things share a name that must be unique.
-    #[error("{what} {value:?} is used twice (first at {first})")]
+    #[error("{what} {} is used twice (first at {first})", shown(.value, 80))]
     Duplicate {
         /// Key path of the second use.
         key: String,
@@ -88,7 +89,7 @@ pub enum ValidationError {
         subnet: String,
     },
     /// A reference to something that doesn't exist.
-    #[error("{what} {value:?} does not exist{hint}")]
+    #[error("{what} {} does not exist{hint}{}", shown(.value, 80), non_ascii_hint(.value))]
     Unknown {
         /// Key path.
         key: String,

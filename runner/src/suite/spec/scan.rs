@@ -1,0 +1,198 @@
+//! Cheap checks of a suite's text that run before any YAML parser: characters YAML (or
+//! a reader of the suite) can't take, indentation with look-alike spaces, and nesting
+//! depth.
+//!
+//! They run first because the YAML libraries handle some such input badly: libyaml (in
+//! `serde_yaml`) spends minutes on 100,000 nested `{a:` or 300,000 unclosed `[`, and
+//! reports a control character at 1:1 with a byte offset. Each check here is linear in
+//! the text and stops at the first problem, which it locates by line and column.
+
+use yaml_rust2::scanner::{Scanner, TokenType};
+
+use super::locate::Position;
+use super::text::{describe, is_invisible, is_terminal_control};
+
+/// Deepest nesting of mappings and sequences accepted (block and flow counted alike).
+/// The suites in `suites/` nest 6 levels deep; a hand-written suite never needs 64, and
+/// the bound keeps every later parse of the text linear.
+pub const MAX_DEPTH: usize = 64;
+
+/// A problem found by a scan: where, and what, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Line and column of the offending character or token.
+    pub position: Position,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The text a suite is parsed from: `raw` without a leading byte-order mark and with
+/// every line break (`\r\n`, or a lone `\r` as old Mac editors write) turned into `\n`.
+///
+/// YAML itself treats all three breaks alike and turns each into `\n` inside scalars,
+/// so this changes no value; it lets every line:column and every shown line agree with
+/// what the parsers saw. A BOM is accepted because editors on some systems write one.
+pub fn normalize(raw: String) -> String {
+    let text = match raw.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => raw,
+    };
+    if text.contains('\r') {
+        text.replace("\r\n", "\n").replace('\r', "\n")
+    } else {
+        text
+    }
+}
+
+/// The first character YAML does not allow in a file (its `c-printable` set: tab, line
+/// breaks and printable characters), or one that would make the suite show differently
+/// from how it is read (bidirectional overrides and isolates). Located at the
+/// character.
+pub fn characters(text: &str) -> Option<Finding> {
+    let (mut line, mut column) = (1, 1);
+    for c in text.chars() {
+        if c == '\n' {
+            line += 1;
+            column = 1;
+            continue;
+        }
+        let printable = matches!(c as u32, 0x09 | 0x20..=0x7e | 0xa0..=0xd7ff | 0xe000..=0xfffd | 0x10000..);
+        if c != '\t' && (!printable || is_terminal_control(c) || c == '\u{feff}') {
+            let message = if c == '\u{feff}' {
+                format!("the file contains {} after its start; remove it", describe(c))
+            } else if printable && !c.is_control() {
+                format!(
+                    "the file contains {}, which shows the text around it in another order than it is read; remove it",
+                    describe(c)
+                )
+            } else {
+                format!(
+                    "the file contains the control character {}; YAML allows only tab and line breaks (write it as an escape inside double quotes, e.g. \"\\t\", if a value needs it)",
+                    describe(c)
+                )
+            };
+            return Some(Finding { position: Position { line, column }, message });
+        }
+        column += 1;
+    }
+    None
+}
+
+/// The first line indented with something other than ASCII spaces and tabs: a no-break
+/// space (U+00A0), another Unicode space, or an invisible character. YAML doesn't count
+/// them as indentation, so such a line silently becomes part of the text above it.
+///
+/// A line of a block scalar (`run: |`) that really starts with such a character is
+/// refused too: nobody means it, and it is invisible when the suite is read.
+pub fn indentation(text: &str) -> Option<Finding> {
+    for (i, line) in text.split('\n').enumerate() {
+        for (col, c) in line.chars().enumerate() {
+            if c == ' ' || c == '\t' {
+                continue;
+            }
+            if c.is_whitespace() || is_invisible(c) {
+                return Some(Finding {
+                    position: Position { line: i + 1, column: col + 1 },
+                    message: format!(
+                        "this line is indented with {}; YAML indents with ASCII spaces only (your editor may have inserted it)",
+                        describe(c)
+                    ),
+                });
+            }
+            break;
+        }
+    }
+    None
+}
+
+/// Refuses nesting deeper than [`MAX_DEPTH`], located at the token that goes deeper.
+///
+/// Runs `yaml-rust2`'s scanner (tokens only, no tree) and stops at the first token past
+/// the limit, so its cost is bounded by the limit, not by the input. The scanner holds
+/// back tokens of a flow collection until it knows it is not a key, and gives up by
+/// itself at 256 flow levels ("recursion limit exceeded"); that error is reported the
+/// same way. Other scanner errors are left to the parsers, which report them with
+/// their context.
+pub fn depth(text: &str) -> Option<Finding> {
+    let mut scanner = Scanner::new(text.chars());
+    let mut depth = 0usize;
+    let too_deep = |line: usize, col: usize| {
+        Finding {
+        position: Position { line, column: col + 1 },
+        message: format!(
+            "the YAML is nested more than {MAX_DEPTH} levels deep here; a suite needs fewer than 10 (unclosed '[' or '{{'?)"
+        ),
+    }
+    };
+    loop {
+        match scanner.next_token() {
+            Ok(Some(token)) => match token.1 {
+                TokenType::BlockSequenceStart
+                | TokenType::BlockMappingStart
+                | TokenType::FlowSequenceStart
+                | TokenType::FlowMappingStart => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Some(too_deep(token.0.line(), token.0.col()));
+                    }
+                }
+                TokenType::BlockEnd | TokenType::FlowSequenceEnd | TokenType::FlowMappingEnd => {
+                    depth = depth.saturating_sub(1);
+                }
+                TokenType::StreamEnd => return None,
+                _ => {}
+            },
+            Ok(None) => return None,
+            Err(e) if e.info().contains("recursion limit") => {
+                return Some(too_deep(e.marker().line(), e.marker().col()));
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn normalizes_bom_and_line_breaks() {
+        assert_eq!(normalize("\u{feff}a: 1\r\nb: 2\rc: 3\n".into()), "a: 1\nb: 2\nc: 3\n");
+        assert_eq!(normalize("a: \u{feff}".into()), "a: \u{feff}");
+    }
+
+    #[test]
+    fn finds_control_characters_by_line_and_column() {
+        let f = characters("name: x\nnetwork: a\u{1b}[2J\n").unwrap();
+        assert_eq!(f.position, Position { line: 2, column: 11 });
+        assert!(f.message.contains("U+001B (ESC)"), "{}", f.message);
+        assert_eq!(characters("a: \"tab\there\"\n"), None);
+        assert!(characters("a: b\u{202e}c").unwrap().message.contains("RIGHT-TO-LEFT OVERRIDE"));
+    }
+
+    #[test]
+    fn finds_look_alike_indentation() {
+        let f = indentation("a:\n\u{a0}\u{a0}b: 1\n").unwrap();
+        assert_eq!(f.position, Position { line: 2, column: 1 });
+        assert!(f.message.contains("U+00A0 NO-BREAK SPACE"));
+        assert_eq!(indentation("a:\n  b: \u{a0}x\n\tc\n"), None);
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_fast() {
+        let shallow = "a:\n  b: [1, {c: [2]}]\n  d:\n    - - x\n";
+        assert_eq!(depth(shallow), None);
+        let mut block = String::new();
+        for i in 0..1400 {
+            block.push_str(&" ".repeat(i));
+            block.push_str("k:\n");
+        }
+        for text in ["{a: ".repeat(100_000), "[".repeat(300_000), "- ".repeat(300_000), "? ".repeat(300_000), block] {
+            let started = Instant::now();
+            let f = depth(&text).expect("too deep");
+            assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+            assert!(f.message.contains("nested more than 64 levels"), "{}", f.message);
+        }
+    }
+}
