@@ -184,6 +184,39 @@ fn pathological_nesting_is_refused_quickly() {
     }
 }
 
+/// Commands too long for one exec argument (Linux's `MAX_ARG_STRLEN`, 128 KiB): a step's
+/// `run` alone, and a measurement whose `run` and `setup` fit alone but not together in
+/// its iteration script. Generated, not checked in (the files are 130–170 KB).
+#[test]
+fn commands_longer_than_an_exec_argument_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let head = "name: demo\nnetwork:\n  subnet: 10.80.0.0/24\nvms:\n  - name: alpha\n    kernel: { debian: \"6.1\" }\n    address: 10.80.0.10\n";
+    let long = |n: usize| format!("echo {}", "x".repeat(n));
+    let cases = [
+        ("run-too-long", format!("{head}    steps:\n      - name: big\n        run: {}\n", long(140_000))),
+        (
+            "measure-script-too-long",
+            format!(
+                "{head}measure:\n  - name: write\n    on: [alpha]\n    setup: {}\n    run: {}\n",
+                long(70_000),
+                long(70_000)
+            ),
+        ),
+    ];
+    for (stem, body) in cases {
+        let path = dir.path().join(format!("{stem}.yaml"));
+        std::fs::write(&path, format!("# Mistake: {stem} (generated).\n{body}")).expect("write");
+        let (missing, rendered) = defects(&path, check(&path), true);
+        assert!(missing.is_empty(), "{stem}: {missing:?}");
+        let rendered = rendered.expect("an error");
+        assert!(rendered.contains("131071"), "{stem}: names the limit: {rendered}");
+        let mut s = settings();
+        s.add_filter(&regex_literal(&format!("{}/", dir.path().display())), "$$TMPDIR/");
+        s.set_description(format!("Mistake: {stem} (generated in a temporary folder)."));
+        s.bind(|| insta::assert_snapshot!(format!("bad_suite__{stem}"), rendered));
+    }
+}
+
 /// A byte-order mark, CRLF or CR-only line endings change nothing: every suite of the
 /// repository compiles into the same plan with each of them.
 #[test]

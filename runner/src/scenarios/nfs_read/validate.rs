@@ -4,8 +4,9 @@ use std::collections::BTreeSet;
 
 use super::spec::NfsReadSpec;
 use crate::infra::images::Catalog;
+use crate::suite::spec::text::{non_ascii_hint, shown};
 use crate::suite::spec::SuiteSpec;
-use crate::suite::validate::{limits, range, ValidationError};
+use crate::suite::validate::{guest, limits, range, ValidationError};
 
 /// Checks the `nfs_read:` block `n` of suite `s`.
 pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catalog: &Catalog) {
@@ -37,22 +38,30 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             }
         }
     }
-    if !n.export.starts_with('/') || n.export.contains("..") {
-        errs.push(ValidationError::Rule {
-            key: "nfs_read.export".into(),
-            message: format!("{:?} must be an absolute path without '..'", n.export),
-        });
-    }
+    // The export goes to the profile as `$1` (quoted) and from there into
+    // `/etc/exports`, one line per export: a space or line break would add options or
+    // a second export, so the path is held to the strict pattern.
+    guest::check_guest_dir(errs, "nfs_read.export", "export", &n.export, guest::MAX_EXPORT_BYTES);
     let f = &n.file;
-    if f.name.is_empty()
-        || f.name.starts_with('/')
-        || f.name.split('/').any(|c| c == ".." || c.is_empty())
-        || !f.name.chars().all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
-    {
+    if let Some(why) = guest::relative_name_problem(&f.name) {
         errs.push(ValidationError::Rule {
             key: "nfs_read.file.name".into(),
-            message: format!("{:?} must be a relative path of letters, digits, '.', '_', '-' and '/'", f.name),
+            message: format!("file name {} {why}", shown(&f.name, 80)),
         });
+    } else {
+        let mount_point = n.mount_point.as_deref().unwrap_or(super::DEFAULT_MOUNT_POINT);
+        for (base, what) in [(n.export.as_str(), "export"), (mount_point, "mount point")] {
+            let full = base.len() + 1 + f.name.len();
+            if full > guest::MAX_PATH_BYTES {
+                errs.push(ValidationError::Rule {
+                    key: "nfs_read.file.name".into(),
+                    message: format!(
+                        "the file's path under the {what} is {full} bytes; a guest path is at most {} bytes (PATH_MAX)",
+                        guest::MAX_PATH_BYTES
+                    ),
+                });
+            }
+        }
     }
     if f.block_size == 0 || f.count == 0 || f.block_size.saturating_mul(f.count) > limits::FILE_BYTES {
         errs.push(ValidationError::OutOfRange {
@@ -99,7 +108,8 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
     if let Some(r) = n.repeat {
         range(errs, "nfs_read.repeat", r, &limits::REPEAT, "");
     }
-    for c in n.client_setup.keys() {
+    for (c, command) in &n.client_setup {
+        guest::check_command(errs, &format!("nfs_read.client_setup.{c}"), command);
         if !n.clients.contains(c) {
             errs.push(ValidationError::Unknown {
                 key: format!("nfs_read.client_setup.{c}"),
@@ -124,14 +134,15 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
         }
     }
     if let Some(m) = &n.mount_point {
-        if !m.starts_with('/')
-            || m.contains("..")
-            || m.contains(char::is_whitespace)
-            || (m.len() > 1 && m.ends_with('/'))
-        {
+        guest::check_guest_dir(errs, "nfs_read.mount_point", "mount point", m, guest::MAX_PATH_BYTES);
+        // Each iteration keeps its temporary files in a folder under /tmp, made before
+        // the mount: a mount over /tmp itself would hide them.
+        if m == "/tmp" {
             errs.push(ValidationError::Rule {
                 key: "nfs_read.mount_point".into(),
-                message: format!("{m:?} must be an absolute path without '..', spaces or a trailing '/'"),
+                message:
+                    "mount point \"/tmp\" would hide the measurement's own temporary files; use a folder under /mnt"
+                        .into(),
             });
         }
     }
@@ -145,19 +156,26 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
                 hint: String::new(),
             });
         }
-        if o.is_empty() || !o.chars().all(|c| c.is_ascii_alphanumeric() || ",=._-".contains(c)) {
-            errs.push(ValidationError::Rule {
-                key,
-                message: format!("{o:?} is not a mount option list (letters, digits, ',', '=', '.', '_', '-')"),
-            });
-        }
+        mount_options(errs, &key, o);
     }
     if let Some(o) = &n.mount_options {
-        if o.is_empty() || !o.chars().all(|c| c.is_ascii_alphanumeric() || ",=._-".contains(c)) {
-            errs.push(ValidationError::Rule {
-                key: "nfs_read.mount_options".into(),
-                message: format!("{o:?} is not a mount option list (letters, digits, ',', '=', '.', '_', '-')"),
-            });
-        }
+        mount_options(errs, "nfs_read.mount_options", o);
     }
+}
+
+/// `mount -o` options go unquoted into the mount command, so they are one word of a
+/// strict alphabet.
+fn mount_options(errs: &mut Vec<ValidationError>, key: &str, o: &str) {
+    let message = if o.is_empty() || !o.chars().all(|c| c.is_ascii_alphanumeric() || ",=._-".contains(c)) {
+        format!(
+            "{} is not a mount option list (letters, digits, ',', '=', '.', '_', '-'){}",
+            shown(o, 80),
+            non_ascii_hint(o)
+        )
+    } else if o.len() > guest::MAX_MOUNT_OPTIONS_BYTES {
+        format!("the mount options are {} bytes; at most {}", o.len(), guest::MAX_MOUNT_OPTIONS_BYTES)
+    } else {
+        return;
+    };
+    errs.push(ValidationError::Rule { key: key.into(), message });
 }

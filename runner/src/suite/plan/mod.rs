@@ -362,7 +362,50 @@ pub fn compile(v: Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> {
 }
 
 /// Quotes `s` as one word for a POSIX shell in the guest (single quotes; a `'` inside
-/// becomes `'\''`). Safe for any text without NUL bytes.
+/// becomes `'\''`). Safe for any text without NUL bytes. The one quoting function:
+/// every value the runner puts into a generated command goes through it or is checked
+/// against a strict pattern in [`crate::suite::validate`] (usually both).
 pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quote;
+
+    /// Hostile strings come back unchanged through a real `/bin/sh`: nothing in them
+    /// is expanded, split or executed.
+    #[test]
+    fn shell_quote_survives_a_real_shell() {
+        let hostile = [
+            "$(reboot)",
+            "`reboot`",
+            "'",
+            "''",
+            "\"",
+            "a'b\"c'd",
+            "'; reboot; '",
+            "\\",
+            "\\'",
+            "$HOME ${PATH} $1 $@ $$",
+            "* ? [a-z] ~ ~root",
+            "; & | && || > < >> 2>&1",
+            "line\nbreak\r\n",
+            "\ttab\u{1b}[2J\u{7}",
+            "!event -n --help",
+            "",
+            " leading and trailing ",
+            "caf\u{e9} \u{430} \u{200b}",
+            "/mnt/$(reboot)",
+        ];
+        for s in hostile {
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", shell_quote(s)))
+                .output()
+                .expect("run /bin/sh");
+            assert!(out.status.success(), "{s:?}: {}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(String::from_utf8_lossy(&out.stdout), s, "{s:?} through {}", shell_quote(s));
+        }
+    }
 }

@@ -3,8 +3,6 @@
 //! characters named by code point (so `nаme` with a Cyrillic `а` is explained, not
 //! just refused).
 
-use std::fmt::Write;
-
 /// Characters that change what a terminal shows: C0 and C1 controls, DEL, and the
 /// bidirectional overrides and isolates ("Trojan Source").
 pub fn is_terminal_control(c: char) -> bool {
@@ -26,7 +24,7 @@ pub fn escape_controls(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         if escaped(c) {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            out.push_str(&escape(c));
         } else {
             out.push(c);
         }
@@ -34,10 +32,19 @@ pub fn escape_controls(s: &str) -> String {
     out
 }
 
+/// One escaped character: `\n`, `\r`, or `\u{1b}`.
+fn escape(c: char) -> String {
+    match c {
+        '\n' => "\\n".into(),
+        '\r' => "\\r".into(),
+        c => format!("\\u{{{:x}}}", c as u32),
+    }
+}
+
 /// How many columns `c` takes once escaped by [`escape_controls`] (for carets).
 pub fn escaped_width(c: char) -> usize {
     if escaped(c) {
-        format!("\\u{{{:x}}}", c as u32).len()
+        escape(c).len()
     } else {
         1
     }

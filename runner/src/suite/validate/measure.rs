@@ -2,11 +2,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{duration, is_name, limits, range, ValidationError};
+use super::{duration, guest, is_name, limits, range, ValidationError};
 use crate::measure::observer::{derived_metrics, ObserverKind};
 use crate::measure::script::BUILTIN_SECTIONS;
 use crate::measure::spec::{MeasureSpec, ObserverSpec};
 use crate::suite::plan::names;
+use crate::suite::spec::text::shown;
 use crate::suite::spec::SuiteSpec;
 
 /// Metrics every measurement has.
@@ -112,8 +113,8 @@ fn check_one(
         duration(errs, &format!("{k}.timeout"), t);
     }
     for (field, v) in [("run", Some(&m.run)), ("setup", m.setup.as_ref()), ("teardown", m.teardown.as_ref())] {
-        if v.is_some_and(|v| v.trim().is_empty()) {
-            rule(errs, format!("{k}.{field}"), "the command is empty".into());
+        if let Some(v) = v {
+            guest::check_command(errs, &format!("{k}.{field}"), v);
         }
     }
     let mut kinds = BTreeSet::new();
@@ -123,12 +124,10 @@ fn check_one(
             ObserverSpec::Netstat => Some(ObserverKind::Netstat),
             ObserverSpec::Nfsstat => Some(ObserverKind::Nfsstat),
             ObserverSpec::Mountstats(ms) => {
-                if !ms.mount.starts_with('/') || ms.mount.contains(char::is_whitespace) {
-                    rule(
-                        errs,
-                        format!("{key}.mountstats.mount"),
-                        format!("{:?} must be an absolute path without spaces", ms.mount),
-                    );
+                // Matched against /proc/self/mountstats, which escapes spaces and
+                // other odd characters: only the strict form can match.
+                if let Some(why) = guest::path_problem(&ms.mount, guest::MAX_PATH_BYTES) {
+                    rule(errs, format!("{key}.mountstats.mount"), format!("mount {} {why}", shown(&ms.mount, 80)));
                 }
                 for (n, op) in ms.ops.iter().enumerate() {
                     if op.is_empty() || !op.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
@@ -202,9 +201,7 @@ fn check_one(
                 first: format!("{k}.record"),
             });
         }
-        if r.run.trim().is_empty() {
-            rule(errs, format!("{key}.run"), "the command is empty".into());
-        }
+        guest::check_command(errs, &format!("{key}.run"), &r.run);
     }
     if m.bytes == Some(0) {
         rule(errs, format!("{k}.bytes"), "0 bytes give no throughput; leave `bytes` out".into());

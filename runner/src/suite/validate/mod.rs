@@ -5,6 +5,7 @@
 //! it is about, so the error can show the line.
 
 mod graph;
+pub mod guest;
 mod kernel;
 mod measure;
 mod netem;
@@ -274,9 +275,7 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
                     first: format!("{k}.steps"),
                 });
             }
-            if st.run.trim().is_empty() {
-                errs.push(ValidationError::Rule { key: format!("{sk}.run"), message: "the command is empty".into() });
-            }
+            guest::check_command(&mut errs, &format!("{sk}.run"), &st.run);
             if let Some(t) = st.timeout {
                 duration(&mut errs, &format!("{sk}.timeout"), t);
             }
@@ -391,10 +390,13 @@ pub fn validate<'a>(file: &'a SuiteFile, catalog: &'a Catalog) -> Result<Validat
     Ok(Validated { file, catalog })
 }
 
-/// Checks what only the compiled plan shows: every `after` target exists, and no
-/// wait can never end (see [`check_graph`]).
+/// Checks what only the compiled plan shows: every `after` target exists, no wait can
+/// never end (see [`check_graph`]), and every generated script fits in one exec
+/// argument ([`guest::check_plan_scripts`]).
 pub fn validate_plan(file: &SuiteFile, plan: &Plan) -> Result<(), SpecError> {
-    located(file, check_graph(&file.spec, plan))
+    let mut errs = check_graph(&file.spec, plan);
+    errs.extend(guest::check_plan_scripts(plan));
+    located(file, errs)
 }
 
 fn located(file: &SuiteFile, errs: Vec<ValidationError>) -> Result<(), SpecError> {
