@@ -3,7 +3,8 @@
 use std::collections::BTreeSet;
 
 use super::spec::NfsReadSpec;
-use crate::infra::images::Catalog;
+use crate::infra::images::{Catalog, DEFAULT_ROOTFS};
+use crate::suite::plan::DEFAULT_MEMORY_MIB;
 use crate::suite::spec::text::{non_ascii_hint, shown};
 use crate::suite::spec::SuiteSpec;
 use crate::suite::validate::{guest, limits, range, ValidationError};
@@ -63,13 +64,7 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             }
         }
     }
-    if f.block_size == 0 || f.count == 0 || f.block_size.saturating_mul(f.count) > limits::FILE_BYTES {
-        errs.push(ValidationError::OutOfRange {
-            key: "nfs_read.file".into(),
-            value: format!("block_size {} × count {}", f.block_size, f.count),
-            range: format!("1 byte to {} bytes", limits::FILE_BYTES),
-        });
-    }
+    file_size(errs, s, n, catalog);
     if n.clients.is_empty() {
         errs.push(ValidationError::Rule {
             key: "nfs_read.clients".into(),
@@ -99,6 +94,20 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
                 what: "client",
                 value: b.clone(),
                 hint: " among nfs_read.clients".into(),
+            });
+        }
+    }
+    if let Some(kb) = n.read_ahead_kb {
+        // The kernel keeps read-ahead in pages (4 KiB on x86-64) and reads back the
+        // rounded value, so another value would fail the scenario's own check.
+        if kb > limits::READ_AHEAD_KB || kb % 4 != 0 {
+            errs.push(ValidationError::OutOfRange {
+                key: "nfs_read.read_ahead_kb".into(),
+                value: format!("{kb} KiB"),
+                range: format!(
+                    "0 to {} KiB, in whole 4 KiB pages; the kernel rounds other values down",
+                    limits::READ_AHEAD_KB
+                ),
             });
         }
     }
@@ -178,4 +187,60 @@ fn mount_options(errs: &mut Vec<ValidationError>, key: &str, o: &str) {
         return;
     };
     errs.push(ValidationError::Rule { key: key.into(), message });
+}
+
+/// Share of the server's root disk its own system takes (the rootfs is ~250 MB), MiB:
+/// what is left holds the measured file.
+const SYSTEM_DISK_MIB: u64 = 384;
+
+/// The measured file must be made: `dd` holds one block in the server's memory (at most
+/// a quarter of it, leaving the rest to the kernel, nfsd and the page cache), and the
+/// file must fit where the export lives (the root disk, or memory for a tmpfs under
+/// `/tmp`), within [`limits::FILE_BYTES`].
+fn file_size(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catalog: &Catalog) {
+    const MIB: u64 = 1024 * 1024;
+    let f = &n.file;
+    let Some(server) = s.vms.iter().find(|v| v.name == n.server) else { return };
+    let memory_mib = server.memory.or(s.defaults.memory).unwrap_or(DEFAULT_MEMORY_MIB);
+    let rootfs = server.rootfs.as_deref().or(s.defaults.rootfs.as_deref()).unwrap_or(DEFAULT_ROOTFS);
+    let block_max = memory_mib * MIB / 4;
+    if f.block_size == 0 || f.block_size > block_max {
+        errs.push(ValidationError::OutOfRange {
+            key: "nfs_read.file.block_size".into(),
+            value: format!("{} bytes", f.block_size),
+            range: format!(
+                "1 to {block_max} bytes: dd holds one block in memory, and a quarter of the server's {memory_mib} MiB is the most that leaves room for the kernel and nfsd"
+            ),
+        });
+    }
+    if f.count == 0 {
+        errs.push(ValidationError::OutOfRange {
+            key: "nfs_read.file.count".into(),
+            value: "0 blocks".into(),
+            range: "at least 1 block".into(),
+        });
+    }
+    let (room, place) = if n.export == "/tmp" || n.export.starts_with("/tmp/") {
+        (memory_mib * MIB / 2, format!("half the server's {memory_mib} MiB: the export is on /tmp, a tmpfs"))
+    } else {
+        match catalog.rootfs.get(rootfs) {
+            Some((recipe, _)) => (
+                recipe.size_mib.saturating_sub(SYSTEM_DISK_MIB) * MIB,
+                format!(
+                    "what the server's {} MiB root disk of rootfs {rootfs} leaves after its system's {SYSTEM_DISK_MIB} MiB",
+                    recipe.size_mib
+                ),
+            ),
+            None => return, // an unknown rootfs is reported on its own
+        }
+    };
+    let (max, why) = if room < limits::FILE_BYTES { (room, place) } else { (limits::FILE_BYTES, "the limit".into()) };
+    let size = f.block_size.saturating_mul(f.count);
+    if f.block_size > 0 && f.count > 0 && size > max {
+        errs.push(ValidationError::OutOfRange {
+            key: "nfs_read.file".into(),
+            value: format!("block_size {} × count {} = {size} bytes", f.block_size, f.count),
+            range: format!("1 to {max} bytes, {why}"),
+        });
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{duration, guest, is_name, limits, range, ValidationError};
+use super::{duration, exit_status, guest, is_name, limits, range, ValidationError};
 use crate::measure::observer::{derived_metrics, ObserverKind};
 use crate::measure::script::BUILTIN_SECTIONS;
 use crate::measure::spec::{MeasureSpec, ObserverSpec};
@@ -107,7 +107,7 @@ fn check_one(
         range(errs, &format!("{k}.warmup"), w, &limits::WARMUP, "");
     }
     if let Some(e) = m.expect_exit {
-        range(errs, &format!("{k}.expect_exit"), e, &limits::EXIT_STATUS, "");
+        exit_status(errs, &format!("{k}.expect_exit"), e);
     }
     if let Some(t) = m.timeout {
         duration(errs, &format!("{k}.timeout"), t);
@@ -205,6 +205,8 @@ fn check_one(
     }
     if m.bytes == Some(0) {
         rule(errs, format!("{k}.bytes"), "0 bytes give no throughput; leave `bytes` out".into());
+    } else if let Some(b) = m.bytes {
+        range(errs, &format!("{k}.bytes"), b, &limits::MEASURE_BYTES, " bytes");
     }
     let derived = derived_metrics(kinds.iter().copied());
     let metric_ok = |name: &str| -> Result<(), String> {

@@ -38,6 +38,11 @@ pub mod limits {
     pub const MTU: std::ops::RangeInclusive<u32> = 576..=65535;
     /// Size of the measured file, bytes.
     pub const FILE_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+    /// Read-ahead of an NFS mount, KiB (1 GiB; more than any guest's memory would use).
+    pub const READ_AHEAD_KB: u32 = 1024 * 1024;
+    /// Bytes one iteration of a measurement moves (`bytes`): 1 PiB, far more than a
+    /// guest moves in a step's 24 h.
+    pub const MEASURE_BYTES: std::ops::RangeInclusive<u64> = 1..=(1 << 50);
     /// VMs in one suite.
     pub const VMS: usize = 16;
 }
@@ -279,6 +284,9 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
             if let Some(t) = st.timeout {
                 duration(&mut errs, &format!("{sk}.timeout"), t);
             }
+            if let Some(e) = st.expect_exit {
+                exit_status(&mut errs, &format!("{sk}.expect_exit"), e);
+            }
         }
     }
     if let Some(n) = &s.nfs_read {
@@ -319,6 +327,17 @@ pub(crate) fn range<T: PartialOrd + std::fmt::Display>(
             key: key.into(),
             value: format!("{v}{unit}"),
             range: format!("{} to {}{unit}", r.start(), r.end()),
+        });
+    }
+}
+
+/// Checks an expected exit status: a process's status is one byte.
+pub(crate) fn exit_status(errs: &mut Vec<ValidationError>, key: &str, e: i32) {
+    if !limits::EXIT_STATUS.contains(&e) {
+        errs.push(ValidationError::OutOfRange {
+            key: key.into(),
+            value: e.to_string(),
+            range: "0 to 255; an exit status is one byte, and a command killed by signal N exits 128+N".into(),
         });
     }
 }

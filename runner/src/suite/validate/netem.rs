@@ -1,47 +1,114 @@
 //! Rules for `net.egress` (tc-netem parameters).
+//!
+//! The values go unquoted into `tc qdisc … netem …` in the guest, so each one is held to
+//! a strict form (a plain decimal number and a unit: no exponent, sign, `inf` or `nan`)
+//! and to a range netem can run with.
 
+use crate::suite::spec::text::shown;
 use crate::suite::spec::NetemSpec;
 
 use super::ValidationError;
 
-fn is_percent(v: &str) -> bool {
-    v.strip_suffix('%').and_then(|n| n.parse::<f64>().ok()).is_some_and(|n| (0.0..=100.0).contains(&n))
+/// Longest `delay` and `jitter`, seconds. Beyond a minute every TCP handshake and RPC
+/// retransmission in the guests times out; no experiment of this kind needs more.
+pub const MAX_DELAY_S: f64 = 60.0;
+/// Slowest `rate`, bit/s (1 kbit: a 1500-byte packet every 12 s).
+pub const MIN_RATE_BIT: f64 = 1e3;
+/// Fastest `rate`, bit/s (100 gbit: beyond any virtual NIC, so it would limit nothing;
+/// leave `rate` out instead).
+pub const MAX_RATE_BIT: f64 = 100e9;
+/// netem's queue `limit`, packets. 0 makes netem drop every packet (it is not "no
+/// limit"); a million packets of 1500 bytes is 1.5 GB, more than any guest's memory.
+pub const LIMIT: std::ops::RangeInclusive<u32> = 1..=1_000_000;
+
+/// A plain decimal number followed by a unit: `("1.5", "ms")`. `None` for anything
+/// else (exponents, signs, `inf`, `nan`, spaces).
+fn number_and_unit(v: &str) -> Option<(f64, &str)> {
+    let end = v.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(v.len());
+    let (num, unit) = v.split_at(end);
+    let mut parts = num.split('.');
+    let whole = parts.next()?;
+    let frac = parts.next();
+    if whole.is_empty() || parts.next().is_some() || frac.is_some_and(str::is_empty) || whole.len() > 12 {
+        return None;
+    }
+    Some((num.parse().ok()?, unit))
 }
 
-fn is_tc_time(v: &str) -> bool {
-    let num = v.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit = &v[num.len()..];
-    num.parse::<f64>().is_ok_and(|n| n >= 0.0) && matches!(unit, "us" | "ms" | "s")
+/// The percentage `v` (`"1%"`, `"0.5%"`) if well-formed and in 0–100.
+fn percent(v: &str) -> Option<f64> {
+    number_and_unit(v).filter(|(n, u)| *u == "%" && (0.0..=100.0).contains(n)).map(|(n, _)| n)
 }
 
-fn is_tc_rate(v: &str) -> bool {
-    let num = v.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit = &v[num.len()..];
-    num.parse::<f64>().is_ok_and(|n| n > 0.0) && matches!(unit, "bit" | "kbit" | "mbit" | "gbit")
+/// The time `v` in seconds (`"5ms"`) if well-formed.
+fn seconds(v: &str) -> Option<f64> {
+    let (n, unit) = number_and_unit(v)?;
+    let scale = match unit {
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        _ => return None,
+    };
+    Some(n * scale)
+}
+
+/// The rate `v` in bit/s (`"100mbit"`) if well-formed.
+fn bits_per_second(v: &str) -> Option<f64> {
+    let (n, unit) = number_and_unit(v)?;
+    let scale = match unit {
+        "bit" => 1.0,
+        "kbit" => 1e3,
+        "mbit" => 1e6,
+        "gbit" => 1e9,
+        _ => return None,
+    };
+    Some(n * scale)
 }
 
 /// Checks the netem parameters `e` at key path `k`.
 pub(super) fn check_netem(errs: &mut Vec<ValidationError>, k: &str, e: &NetemSpec) {
     let mut bad = |field: &str, v: &str, what: &str| {
-        errs.push(ValidationError::Rule { key: format!("{k}.{field}"), message: format!("{v:?} is not {what}") })
+        errs.push(ValidationError::Rule {
+            key: format!("{k}.{field}"),
+            message: format!("{} is not {what}", shown(v, 40)),
+        })
     };
     for (field, v) in [("loss", &e.loss), ("reorder", &e.reorder), ("duplicate", &e.duplicate)] {
         if let Some(v) = v {
-            if !is_percent(v) {
-                bad(field, v, "a percentage between 0% and 100% (e.g. \"1%\")");
+            if percent(v).is_none() {
+                bad(field, v, "a percentage from 0% to 100% (e.g. \"1%\")");
             }
         }
     }
     for (field, v) in [("delay", &e.delay), ("jitter", &e.jitter)] {
         if let Some(v) = v {
-            if !is_tc_time(v) {
-                bad(field, v, "a time with a unit us, ms or s (e.g. \"5ms\")");
+            match seconds(v) {
+                None => bad(field, v, "a time: a number and a unit us, ms or s (e.g. \"5ms\")"),
+                Some(s) if s > MAX_DELAY_S => bad(field, v, "a time netem can run with: at most 60s"),
+                Some(_) => {}
             }
         }
     }
     if let Some(v) = &e.rate {
-        if !is_tc_rate(v) {
-            bad("rate", v, "a rate with a unit bit, kbit, mbit or gbit (e.g. \"100mbit\")");
+        match bits_per_second(v) {
+            None => bad("rate", v, "a rate: a number and a unit bit, kbit, mbit or gbit (e.g. \"100mbit\")"),
+            Some(r) if !(MIN_RATE_BIT..=MAX_RATE_BIT).contains(&r) => {
+                bad("rate", v, "a rate netem can run with: from 1kbit to 100gbit (leave `rate` out for no limit)")
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(l) = e.limit {
+        if !LIMIT.contains(&l) {
+            errs.push(ValidationError::OutOfRange {
+                key: format!("{k}.limit"),
+                value: format!("{l} packets"),
+                range: format!(
+                    "{} to {} packets; 0 makes netem drop every packet, and leaving it out keeps netem's 1000",
+                    LIMIT.start(),
+                    LIMIT.end()
+                ),
+            });
         }
     }
     if e.reorder.is_some() && e.delay.is_none() {
@@ -58,5 +125,27 @@ pub(super) fn check_netem(errs: &mut Vec<ValidationError>, k: &str, e: &NetemSpe
     }
     if e.jitter.is_some() && e.delay.is_none() {
         errs.push(ValidationError::Rule { key: format!("{k}.jitter"), message: "`jitter` needs `delay`".into() });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_numbers() {
+        assert_eq!(percent("1%"), Some(1.0));
+        assert_eq!(percent("0.5%"), Some(0.5));
+        assert_eq!(seconds("5ms"), Some(0.005));
+        assert_eq!(bits_per_second("30mbit"), Some(30e6));
+        for bad in ["1e400ms", "infms", "NaNms", "+5ms", "-5ms", "5 ms", ".5ms", "5.ms", "1.2.3ms", "ms", "5", "5sec"] {
+            assert_eq!(seconds(bad), None, "{bad}");
+        }
+        for bad in ["1e999gbit", "infgbit", "0x10mbit", "9999999999999gbit"] {
+            assert_eq!(bits_per_second(bad), None, "{bad}");
+        }
+        for bad in ["101%", "1", "nan%", "1e1%", "-1%"] {
+            assert_eq!(percent(bad), None, "{bad}");
+        }
     }
 }
