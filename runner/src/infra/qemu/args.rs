@@ -76,6 +76,33 @@ pub fn qemu_args(c: &QemuConfig) -> Vec<String> {
     a
 }
 
+/// Longest kernel command line the runner boots, bytes, its own part included. x86's
+/// `COMMAND_LINE_SIZE` is 2048, but Debian's 5.10 kernel stopped early in boot with a
+/// 2.4 KiB line and booted with 1.6 KiB; 1.5 KiB stays below what was seen to boot.
+pub const MAX_KERNEL_CMDLINE_BYTES: usize = 1536;
+
+/// Kernel parameters the runner sets or relies on, with why a suite may not give them
+/// (checked on `vms[].cmdline`, also after `--`, since the guest's init reads the whole
+/// of `/proc/cmdline`). Names compare as the kernel compares them (`-` = `_`).
+pub const RUNNER_PARAMETERS: &[(&str, &str)] = &[
+    (
+        "console",
+        "its serial console, console=ttyS0, records the guest's log: another console moves /dev/console away from it",
+    ),
+    ("panic", "with panic=-1 a kernel panic ends QEMU at once instead of at the boot timeout"),
+    ("rdinit", "its init starts the guest agent: with another init the agent never answers"),
+    ("init", "its init starts the guest agent: with another init the agent never answers"),
+    ("initrd", "it passes its own initramfs"),
+    ("noinitrd", "it boots from its own initramfs"),
+    ("net.ifnames", "its init configures the NIC by the name eth0"),
+    ("ip", "its init sets the guest's address from vmrepro.ip: kernel IP autoconfiguration would fight it"),
+    ("nfsaddrs", "its init sets the guest's address from vmrepro.ip: kernel IP autoconfiguration would fight it"),
+];
+
+/// Prefix of the runner's own parameters (`vmrepro.hostname`, `vmrepro.ip`,
+/// `vmrepro.mtu`), read by `/sbin/vmrepro-init`: a second one breaks its setup.
+pub const RUNNER_PREFIX: &str = "vmrepro.";
+
 /// The kernel command line for a guest: serial console, panic → exit, and our init's
 /// settings (`vmrepro.*`, read by `/sbin/vmrepro-init`).
 pub fn kernel_cmdline(hostname: &str, cidr: &str, mtu: u32, extra: Option<&str>) -> String {
@@ -97,4 +124,22 @@ pub fn shell_line(program: &str, args: &[String]) -> String {
         }
     };
     std::iter::once(quote(program)).chain(args.iter().map(|a| quote(a))).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every parameter the runner writes is one a suite may not give.
+    #[test]
+    fn runner_parameters_cover_the_runners_command_line() {
+        let line = kernel_cmdline("alpha", "10.77.0.11/24", 1500, None);
+        for token in line.split(' ') {
+            let name = token.split('=').next().unwrap_or(token);
+            assert!(
+                name.starts_with(RUNNER_PREFIX) || RUNNER_PARAMETERS.iter().any(|(p, _)| *p == name),
+                "{name} is set by kernel_cmdline but not listed"
+            );
+        }
+    }
 }

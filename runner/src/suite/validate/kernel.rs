@@ -1,6 +1,8 @@
 //! Rules for a VM's `kernel:` (Debian package, local image, or built from source).
 
 use crate::infra::images::{Catalog, DEFAULT_FLAVOUR};
+use crate::infra::qemu::args::{kernel_cmdline, MAX_KERNEL_CMDLINE_BYTES, RUNNER_PARAMETERS, RUNNER_PREFIX};
+use crate::suite::spec::text::{char_note, describe};
 use crate::suite::spec::{KernelSpec, SuiteFile};
 
 use super::ValidationError;
@@ -100,5 +102,118 @@ pub(super) fn check_kernel(
                 "give `debian: \"<series>\"` (e.g. \"6.1\"), `path: <bzImage>` or `source: {debian: \"<series>\"}`"
                     .into(),
         }),
+    }
+}
+
+/// One kernel parameter of a command line, split the way the kernel splits it
+/// (`next_arg`): at spaces outside double quotes. `name` has its quotes removed.
+struct Parameter<'a> {
+    token: &'a str,
+    name: String,
+}
+
+/// Splits `line` into parameters, or says why it can't be split.
+fn parameters(line: &str) -> Result<Vec<Parameter<'_>>, String> {
+    let mut out = Vec::new();
+    let mut start = None;
+    let mut quoted = false;
+    for (i, c) in line.char_indices() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                start.get_or_insert(i);
+            }
+            ' ' if !quoted => {
+                if let Some(s) = start.take() {
+                    out.push(&line[s..i]);
+                }
+            }
+            _ => {
+                start.get_or_insert(i);
+            }
+        }
+    }
+    if quoted {
+        return Err("has an unclosed '\"'; the kernel would take the rest of the line as one parameter".into());
+    }
+    if let Some(s) = start {
+        out.push(&line[s..]);
+    }
+    Ok(out
+        .into_iter()
+        .map(|token| {
+            let name = token.split('=').next().unwrap_or(token).replace('"', "");
+            Parameter { token, name }
+        })
+        .collect())
+}
+
+/// Checks `vms[].cmdline` (at key path `key`) of VM `vm`: printable ASCII, balanced
+/// quotes, none of the runner's own parameters, nothing the kernel would hand to the
+/// guest's init as an environment variable, and the whole line (the runner's part for
+/// this VM included) within [`MAX_KERNEL_CMDLINE_BYTES`].
+pub(super) fn check_cmdline(errs: &mut Vec<ValidationError>, key: &str, line: &str, vm: &str, cidr: &str, mtu: u32) {
+    let mut rule = |message: String| errs.push(ValidationError::Rule { key: key.into(), message });
+    if let Some(c) = line.chars().find(|c| !(' '..='~').contains(c)) {
+        let what = if c.is_ascii() { format!("the control character {}", describe(c)) } else { char_note(c) };
+        rule(format!("the kernel command line holds {what}; it takes printable ASCII only"));
+        return;
+    }
+    let params = match parameters(line) {
+        Ok(p) => p,
+        Err(why) => return rule(format!("the kernel command line {why}")),
+    };
+    for p in &params {
+        // The kernel compares parameter names with '-' and '_' alike.
+        let name = p.name.replace('-', "_");
+        if let Some((owned, why)) = RUNNER_PARAMETERS.iter().find(|(o, _)| o.replace('-', "_") == name) {
+            rule(format!("`{}`: the runner sets `{owned}` itself ({why}); remove it from cmdline", p.token));
+        } else if name.starts_with(RUNNER_PREFIX) {
+            rule(format!(
+                "`{}` is one of the runner's own parameters ({RUNNER_PREFIX}hostname, {RUNNER_PREFIX}ip, {RUNNER_PREFIX}mtu, read by the guest's init); remove it from cmdline",
+                p.token
+            ));
+        } else if p.token.contains('=')
+            && !p.name.is_empty()
+            && p.name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            // The kernel passes parameters it doesn't know to init, `NAME=value` as
+            // environment: `PATH=/x` would break the guest's init scripts.
+            rule(format!(
+                "`{}` is not a kernel parameter; the kernel would pass it to the guest's init as an environment variable, where it can break the boot",
+                p.token
+            ));
+        }
+    }
+    let full = kernel_cmdline(vm, cidr, mtu, Some(line)).len();
+    if full > MAX_KERNEL_CMDLINE_BYTES {
+        let own = kernel_cmdline(vm, cidr, mtu, None).len();
+        rule(format!(
+            "the kernel command line would be {full} bytes ({own} of them the runner's); at most {MAX_KERNEL_CMDLINE_BYTES} bytes boot reliably (Debian's 5.10 kernel stopped early in boot with 2.4 KiB)"
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(line: &str) -> Vec<String> {
+        let mut errs = Vec::new();
+        check_cmdline(&mut errs, "vms[0].cmdline", line, "alpha", "10.77.0.11/24", 1500);
+        errs.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn cmdline_rules() {
+        assert!(errors("quiet loglevel=3 nfs.nfs4_disable_idmapping=0 foo=\"a b\"").is_empty());
+        assert_eq!(errors("rdinit=/bin/sh").len(), 1);
+        assert_eq!(errors("quiet \"init=/bin/sh\"").len(), 1);
+        assert_eq!(errors("net.ifnames=1").len(), 1);
+        assert_eq!(errors("-- vmrepro.ip=10.0.0.1/8").len(), 1);
+        assert_eq!(errors("PATH=/nowhere").len(), 1);
+        assert!(errors("foo=\"unclosed")[0].contains("unclosed"));
+        assert!(errors("a\u{1b}b")[0].contains("U+001B"));
+        assert!(errors(&"x".repeat(1500))[0].contains("at most 1536"));
     }
 }

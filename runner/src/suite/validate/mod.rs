@@ -167,6 +167,9 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
             message: format!("subnet {subnet} is too small; use a /30 or larger"),
         });
     }
+    if let Some(why) = unusable_subnet(subnet) {
+        errs.push(ValidationError::Rule { key: "network.subnet".into(), message: why });
+    }
     let d = &s.defaults;
     check_vm_numbers(&mut errs, "defaults", d.memory, d.cpus, d.boot_timeout);
     if let Some(t) = d.step_timeout {
@@ -237,6 +240,11 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
             }
         }
         kernel::check_kernel(&mut errs, file, catalog, &format!("{k}.kernel"), &vm.kernel);
+        if let Some(line) = &vm.cmdline {
+            let cidr = format!("{}/{}", vm.address, subnet.prefix_len());
+            let mtu = s.network.mtu.unwrap_or(crate::suite::plan::DEFAULT_MTU);
+            kernel::check_cmdline(&mut errs, &format!("{k}.cmdline"), line, &vm.name, &cidr, mtu);
+        }
         if let Some(e) = vm.net.as_ref().and_then(|n| n.egress.as_ref()) {
             netem::check_netem(&mut errs, &format!("{k}.net.egress"), e);
             for (n, to) in e.to.iter().enumerate() {
@@ -294,6 +302,27 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
     }
     measure::check(&mut errs, s);
     errs
+}
+
+/// IPv4 ranges that can't carry the guests' traffic on their bridge, and why.
+/// Judgement: link-local 169.254.0.0/16 stays allowed; Linux routes it like any other.
+const UNUSABLE_RANGES: &[(&str, &str)] = &[
+    ("0.0.0.0/8", "\"this network\" (0.0.0.0/8), which no host may use as its address"),
+    ("127.0.0.0/8", "loopback (127.0.0.0/8): the kernel keeps these addresses on lo and drops them on a NIC"),
+    ("224.0.0.0/4", "multicast (224.0.0.0/4): a group address can't be a host's address"),
+    ("240.0.0.0/4", "reserved (240.0.0.0/4, with the broadcast address 255.255.255.255), refused by many tools"),
+];
+
+/// Why `subnet` can't be the suite's bridge, if it overlaps an unusable range.
+fn unusable_subnet(subnet: ipnet::Ipv4Net) -> Option<String> {
+    UNUSABLE_RANGES.iter().find_map(|(range, why)| {
+        let r: ipnet::Ipv4Net = range.parse().expect("a valid range");
+        (r.contains(&subnet.network()) || subnet.contains(&r.network())).then(|| {
+            format!(
+                "subnet {subnet} can't carry the guests' traffic: it is or overlaps {why}; use a private range (10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16)"
+            )
+        })
+    })
 }
 
 fn check_vm_numbers(
