@@ -217,6 +217,71 @@ fn commands_longer_than_an_exec_argument_are_refused() {
     }
 }
 
+/// A suite taken from a bundle (`LoadOptions::confine_to`) may name only files inside the
+/// bundle's folder: `..` out of it, an absolute path elsewhere and a symbolic link
+/// pointing out are refused, each at its key. The same suite loaded as a repository
+/// suite is accepted (paths may leave the suite's folder there).
+#[test]
+fn bundle_suites_may_not_leave_their_folder() {
+    use vmrepro::suite::spec::{load_suite_with, LoadOptions};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let bundle = tmp.path().join("bundle");
+    let outside = tmp.path().join("outside");
+    for d in [bundle.join("patches"), outside.clone()] {
+        std::fs::create_dir_all(&d).expect("mkdir");
+    }
+    std::fs::write(bundle.join("patches/good.patch"), "--- a/x\n+++ b/x\n").expect("write");
+    std::fs::write(outside.join("secret.patch"), "secret\n").expect("write");
+    std::os::unix::fs::symlink(outside.join("secret.patch"), bundle.join("patches/link.patch")).expect("symlink");
+    let path = bundle.join("bundle-paths-outside.yaml");
+    std::fs::write(
+        &path,
+        "# Mistake: a bundled suite names files outside its bundle.\nname: demo\nnetwork:\n  subnet: 10.80.0.0/24\nvms:\n  - name: alpha\n    address: 10.80.0.10\n    kernel:\n      source:\n        debian: \"6.1\"\n        patches:\n          - patches/good.patch\n          - ../outside/secret.patch\n          - patches/link.patch\n          - /etc/passwd\n          - ../../../../../../../../etc/passwd\n",
+    )
+    .expect("write");
+    let catalog = Catalog::load(&repo_root().join("images")).expect("images/");
+
+    // As a repository suite: accepted.
+    let file = load_suite(&path).unwrap_or_else(|e| panic!("{e}"));
+    vmrepro::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("a repository suite may leave its folder: {e}"));
+
+    // From a bundle: every path but the first is refused.
+    let options = LoadOptions { confine_to: Some(bundle.clone()) };
+    let file = load_suite_with(&path, &options).unwrap_or_else(|e| panic!("{e}"));
+    let result = vmrepro::suite::compile(&file, &catalog);
+    let (missing, rendered) = defects(&path, result, true);
+    assert!(missing.is_empty(), "{missing:?}");
+    let err = vmrepro::suite::compile(&file, &catalog).expect_err("refused");
+    let keys: Vec<&str> = err.problems().iter().filter_map(|p| p.key.as_deref()).collect();
+    assert_eq!(
+        keys,
+        [
+            "vms[0].kernel.source.patches[1]",
+            "vms[0].kernel.source.patches[2]",
+            "vms[0].kernel.source.patches[3]",
+            "vms[0].kernel.source.patches[4]"
+        ]
+    );
+    let mut s = settings();
+    let real = std::fs::canonicalize(tmp.path()).expect("canonical");
+    for dir in [real.as_path(), tmp.path()] {
+        s.add_filter(&regex_literal(&format!("{}/", dir.display())), "$$TMPDIR/");
+    }
+    s.set_description("Mistake: a suite loaded from a bundle names files outside the bundle (generated).");
+    s.bind(|| insta::assert_snapshot!("bad_suite__bundle-paths-outside", rendered.expect("an error")));
+
+    // Inside the bundle, the plan builds with the real path that was checked.
+    let ok = bundle.join("ok.yaml");
+    std::fs::write(&ok, "name: demo\nnetwork:\n  subnet: 10.80.0.0/24\nvms:\n  - name: alpha\n    address: 10.80.0.10\n    kernel:\n      source:\n        debian: \"6.1\"\n        patches: [./patches/../patches/good.patch]\n").expect("write");
+    let file = load_suite_with(&ok, &options).unwrap_or_else(|e| panic!("{e}"));
+    let plan = vmrepro::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"));
+    let vmrepro::infra::images::kernel::KernelSource::Source(k) = &plan.vms[0].kernel else {
+        panic!("a source kernel");
+    };
+    let good = std::fs::canonicalize(bundle.join("patches/good.patch")).expect("canonical");
+    assert_eq!(k.patches, [good]);
+}
+
 /// A byte-order mark, CRLF or CR-only line endings change nothing: every suite of the
 /// repository compiles into the same plan with each of them.
 #[test]

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use crate::infra::images::{Catalog, ImageError};
 use plan::Plan;
+pub use spec::LoadOptions;
 use spec::{SpecError, SuiteFile};
 
 /// Why a suite could not be loaded.
@@ -43,7 +44,19 @@ pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
 ///
 /// Errors: see [`LoadError`].
 pub fn load(path: &Path, images: Option<&Path>) -> Result<(Plan, Catalog), LoadError> {
-    let file = spec::load_suite(path)?;
+    load_with(path, images, &LoadOptions::default())
+}
+
+/// [`load`] with `options`. For a suite taken from a bundle (`vmrepro replay`), pass
+/// `LoadOptions { confine_to: Some(bundle_dir) }`: every file the suite names (kernel
+/// `path` and `modules`, `source.fragments`, `source.patches`) must then resolve,
+/// symbolic links followed, inside `bundle_dir`, or the suite is refused with each such
+/// path located; the plan then holds the resolved paths. The repository's suites are
+/// loaded without it: their paths may leave their folder.
+///
+/// Errors: see [`LoadError`].
+pub fn load_with(path: &Path, images: Option<&Path>, options: &LoadOptions) -> Result<(Plan, Catalog), LoadError> {
+    let file = spec::load_suite_with(path, options)?;
     let catalog = Catalog::load(&Catalog::locate(images, &file.dir)?)?;
     let plan = compile(&file, &catalog)?;
     Ok((plan, catalog))

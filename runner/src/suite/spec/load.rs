@@ -475,10 +475,16 @@ fn found_words(found: &str) -> String {
 
 impl SuiteFile {
     /// Resolves a path from the suite against the suite file's folder; the result is
-    /// absolute (tools run in other folders, e.g. `patch` inside a kernel tree).
+    /// absolute (tools run in other folders, e.g. `patch` inside a kernel tree). For a
+    /// suite loaded with [`LoadOptions::confine_to`], symbolic links are resolved too,
+    /// so what is built with is the file validation checked.
     pub fn resolve(&self, p: &Path) -> PathBuf {
         let joined = if p.is_absolute() { p.to_path_buf() } else { self.dir.join(p) };
-        std::path::absolute(&joined).unwrap_or(joined)
+        let absolute = std::path::absolute(&joined).unwrap_or(joined);
+        match &self.confine_to {
+            Some(_) => std::fs::canonicalize(&absolute).unwrap_or(absolute),
+            None => absolute,
+        }
     }
 
     /// The folder every path of the suite must stay in, when it was loaded with

@@ -1,5 +1,7 @@
 //! Rules for a VM's `kernel:` (Debian package, local image, or built from source).
 
+use std::path::{Path, PathBuf};
+
 use crate::infra::images::{Catalog, DEFAULT_FLAVOUR};
 use crate::infra::qemu::args::{kernel_cmdline, MAX_KERNEL_CMDLINE_BYTES, RUNNER_PARAMETERS, RUNNER_PREFIX};
 use crate::suite::spec::text::{char_note, describe};
@@ -32,17 +34,13 @@ pub(super) fn check_kernel(
                 hint: format!(" in images/kernels.yaml (pinned sources: {known})"),
             });
         }
-        for (what, files) in [("fragments", &src.fragments), ("patches", &src.patches)] {
+        for (field, files, want) in [
+            ("fragments", &src.fragments, Want::File("a config fragment file")),
+            ("patches", &src.patches, Want::File("a patch file")),
+        ] {
             for (i, f) in files.iter().enumerate() {
-                let full = file.resolve(f);
-                if !full.is_file() {
-                    errs.push(ValidationError::Rule {
-                        key: format!("{k}.source.{what}[{i}]"),
-                        message: format!(
-                            "{} does not exist (relative paths start at the suite's folder)",
-                            full.display()
-                        ),
-                    });
+                if let Some(message) = host_path_problem(file, f, want) {
+                    errs.push(ValidationError::Rule { key: format!("{k}.source.{field}[{i}]"), message });
                 }
             }
         }
@@ -52,13 +50,33 @@ pub(super) fn check_kernel(
         (Some(series), None) => {
             let flavour = spec.flavour.as_deref().unwrap_or(DEFAULT_FLAVOUR);
             if catalog.debian_kernel(series, flavour).is_none() {
-                let known = catalog.debian_series(flavour).join(", ");
-                errs.push(ValidationError::Unknown {
-                    key: format!("{k}.debian"),
-                    what: "Debian kernel",
-                    value: format!("{series} ({flavour})"),
-                    hint: format!(" in images/kernels.yaml (pinned: {known})"),
-                });
+                let flavours: Vec<&str> =
+                    catalog.kernels.iter().filter(|p| &p.series == series).map(|p| p.flavour.as_str()).collect();
+                if flavours.is_empty() {
+                    let mut known: Vec<&str> = Vec::new();
+                    for p in &catalog.kernels {
+                        if !known.contains(&p.series.as_str()) {
+                            known.push(&p.series);
+                        }
+                    }
+                    errs.push(ValidationError::Unknown {
+                        key: format!("{k}.debian"),
+                        what: "Debian kernel",
+                        value: format!("{series} ({flavour})"),
+                        hint: format!(" in images/kernels.yaml (pinned: {})", known.join(", ")),
+                    });
+                } else {
+                    // The series is pinned, in other flavours: the flavour is what's wrong.
+                    errs.push(ValidationError::Unknown {
+                        key: format!("{k}.{}", if spec.flavour.is_some() { "flavour" } else { "debian" }),
+                        what: "flavour",
+                        value: flavour.to_string(),
+                        hint: format!(
+                            " for Debian kernel {series} in images/kernels.yaml (pinned flavours of {series}: {})",
+                            flavours.join(", ")
+                        ),
+                    });
+                }
             }
             if spec.modules.is_some() {
                 errs.push(ValidationError::Rule {
@@ -68,23 +86,14 @@ pub(super) fn check_kernel(
             }
         }
         (None, Some(p)) => {
-            let full = file.resolve(p);
-            if !full.is_file() {
-                errs.push(ValidationError::Rule {
-                    key: format!("{k}.path"),
-                    message: format!(
-                        "kernel image {} does not exist (relative paths start at the suite's folder)",
-                        full.display()
-                    ),
-                });
+            if let Some(message) = host_path_problem(file, p, Want::File("a kernel image (bzImage or vmlinuz)")) {
+                errs.push(ValidationError::Rule { key: format!("{k}.path"), message });
             }
             if let Some(m) = &spec.modules {
-                let full = file.resolve(m);
-                if !full.is_dir() {
-                    errs.push(ValidationError::Rule {
-                        key: format!("{k}.modules"),
-                        message: format!("modules folder {} does not exist", full.display()),
-                    });
+                if let Some(message) =
+                    host_path_problem(file, m, Want::Dir("the kernel's modules folder (…/lib/modules/<release>)"))
+                {
+                    errs.push(ValidationError::Rule { key: format!("{k}.modules"), message });
                 }
             }
             if spec.flavour.is_some() {
@@ -103,6 +112,102 @@ pub(super) fn check_kernel(
                     .into(),
         }),
     }
+}
+
+/// What a path in a suite must name: a regular file or a folder (with what it is for).
+#[derive(Debug, Clone, Copy)]
+enum Want {
+    /// A regular, readable file.
+    File(&'static str),
+    /// A folder.
+    Dir(&'static str),
+}
+
+/// What kind of thing `meta` describes, in words.
+fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a folder"
+    } else if t.is_file() {
+        "a file"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a named pipe"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
+}
+
+/// Why the host path `p` (from the suite) can't be used as `want`, or `None`. Says what
+/// the path is and what it should be; with [`SuiteFile::confine_to`] set, also refuses
+/// a path that resolves (symbolic links followed) outside that folder.
+fn host_path_problem(file: &SuiteFile, p: &Path, want: Want) -> Option<String> {
+    let full = file.resolve(p);
+    let shown = full.display();
+    let relative = if p.is_relative() { " (relative paths start at the suite's folder)" } else { "" };
+    if let Some(root) = file.confine_to() {
+        // Symbolic links resolved when the path exists; otherwise `..` is folded by
+        // hand (nothing is read from a path that doesn't exist).
+        let given = if p.is_absolute() { p.to_path_buf() } else { file.dir.join(p) };
+        let given = std::path::absolute(&given).unwrap_or(given);
+        let real = std::fs::canonicalize(&given).unwrap_or_else(|_| lexically_normal(&given));
+        if !real.starts_with(root) {
+            let via = if real != lexically_normal(&given) {
+                format!(" (a symbolic link to {})", real.display())
+            } else {
+                String::new()
+            };
+            let shown = given.display();
+            return Some(format!(
+                "{shown}{via} is outside the bundle's folder {}; a suite taken from a bundle may only name files inside it",
+                root.display()
+            ));
+        }
+    }
+    let (want_file, what) = match want {
+        Want::File(w) => (true, w),
+        Want::Dir(w) => (false, w),
+    };
+    let meta = match std::fs::metadata(&full) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dangling = std::fs::symlink_metadata(&full).is_ok();
+            let why = if dangling { "is a symbolic link to nothing" } else { "does not exist" };
+            return Some(format!("{shown} {why}{relative}; it should be {what}"));
+        }
+        Err(e) => return Some(format!("{shown} can't be read ({e}); it should be {what}")),
+    };
+    let ok = if want_file { meta.is_file() } else { meta.is_dir() };
+    if !ok {
+        return Some(format!("{shown} is {}; it should be {what}", kind_of(&meta)));
+    }
+    if want_file {
+        if let Err(e) = std::fs::File::open(&full) {
+            return Some(format!("{shown} can't be read ({e}); it should be {what}"));
+        }
+    }
+    None
+}
+
+/// `p` with `.` and `..` components folded without touching the filesystem.
+fn lexically_normal(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// One kernel parameter of a command line, split the way the kernel splits it
