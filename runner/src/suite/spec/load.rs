@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use super::locate::{Locations, Null, Position, Segment};
 use super::scan;
-use super::text::{escape_controls, escaped_width};
+use super::text::{escape_controls, escaped_width, non_ascii_hint};
 use super::SuiteSpec;
 
 /// Largest suite file accepted, in bytes. Suites are hand-written; anything bigger is
@@ -360,6 +360,10 @@ fn explain(msg: &str, key: Option<&str>, line: Option<&str>) -> String {
             Some("address") => msg.push_str("; expected an IPv4 address, e.g. 10.77.0.11"),
             _ => {}
         }
+    }
+    // A value that names nothing known may hold a look-alike character.
+    if let Some(name) = msg.strip_prefix("unknown variant `").and_then(|r| r.split_once('`')).map(|(n, _)| n) {
+        msg.push_str(&non_ascii_hint(name));
     }
     let indent = line.map(|l| &l[..l.len() - l.trim_start().len()]);
     if indent.is_some_and(|i| i.contains('\t')) {

@@ -192,6 +192,9 @@ pub fn char_note(c: char) -> String {
         Some(" ") => format!("{what}, which looks like a space"),
         Some(l) => format!("{what}, which looks like `{l}`"),
         None if is_invisible(c) => format!("{what}, an invisible character"),
+        None if !c.is_ascii() && !NAMED.iter().any(|(x, _, _)| *x == c) && !(0xff01..=0xff5e).contains(&(c as u32)) => {
+            format!("{what}, which is not ASCII")
+        }
         None => what,
     }
 }

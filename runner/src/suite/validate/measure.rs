@@ -7,7 +7,7 @@ use crate::measure::observer::{derived_metrics, ObserverKind};
 use crate::measure::script::BUILTIN_SECTIONS;
 use crate::measure::spec::{MeasureSpec, ObserverSpec};
 use crate::suite::plan::names;
-use crate::suite::spec::text::shown;
+use crate::suite::spec::text::{non_ascii_hint, shown};
 use crate::suite::spec::SuiteSpec;
 
 /// Metrics every measurement has.
@@ -80,7 +80,12 @@ fn check_one(
             rule(
                 errs,
                 format!("{k}.baseline"),
-                format!("{b:?} is not one of the measured VMs ({k}.on: {})", m.on.join(", ")),
+                format!(
+                    "{} is not one of the measured VMs ({k}.on: {}){}",
+                    shown(b, 80),
+                    m.on.join(", "),
+                    non_ascii_hint(b)
+                ),
             );
         }
     }
@@ -188,9 +193,10 @@ fn check_one(
                 errs,
                 format!("{key}.name"),
                 format!(
-                    "{:?} can't name a record: use lowercase letters, digits and '-', and none of the script's own sections ({}, an observer's name or before-<observer>)",
-                    r.name,
-                    BUILTIN_SECTIONS.join(", ")
+                    "{} can't name a record: use lowercase letters, digits and '-', and none of the script's own sections ({}, an observer's name or before-<observer>){}",
+                    shown(&r.name, 80),
+                    BUILTIN_SECTIONS.join(", "),
+                    non_ascii_hint(&r.name)
                 ),
             );
         } else if !records.insert(r.name.as_str()) {
@@ -235,8 +241,10 @@ fn check_one(
                 match all.get(name) {
                     Some(_) => Err(format!("{name} comes from an observer this measurement lacks; add it to `observe`")),
                     None => Err(format!(
-                        "{name:?} is not a metric: use elapsed_s, user_s, system_s, throughput_mb_s, a derived metric of the observers ({}) or a counter name (netstat.Ip.ReasmFails, nfs.client.rpc.retrans, mountstats.READ.transmissions)",
-                        all.keys().copied().collect::<Vec<_>>().join(", ")
+                        "{} is not a metric: use elapsed_s, user_s, system_s, throughput_mb_s, a derived metric of the observers ({}) or a counter name (netstat.Ip.ReasmFails, nfs.client.rpc.retrans, mountstats.READ.transmissions){}",
+                        shown(name, 80),
+                        all.keys().copied().collect::<Vec<_>>().join(", "),
+                        non_ascii_hint(name)
                     )),
                 }
             }
@@ -254,7 +262,11 @@ fn check_one(
             rule(
                 errs,
                 format!("{key}.section"),
-                format!("{:?} is not a section of this measurement (stdout, stderr, or a record's name)", c.section),
+                format!(
+                    "{} is not a section of this measurement (stdout, stderr, or a record's name){}",
+                    shown(&c.section, 80),
+                    non_ascii_hint(&c.section)
+                ),
             );
         }
         if c.equals.is_some() == c.contains.is_some() {
@@ -272,7 +284,11 @@ fn check_one(
                 rule(
                     errs,
                     format!("{k}.snapshot.sections[{j}]"),
-                    format!("{name:?} is not a section of this measurement (stdout, stderr, or a record's name)"),
+                    format!(
+                        "{} is not a section of this measurement (stdout, stderr, or a record's name){}",
+                        shown(name, 80),
+                        non_ascii_hint(name)
+                    ),
                 );
             }
         }
