@@ -255,6 +255,21 @@ pub fn parse_suite_with(path: &Path, text: String, options: &LoadOptions) -> Res
         Ok(s) => s,
         Err(e) => return Err(invalid(vec![from_yaml_error(path, &text, &e)])),
     };
+    // libyaml read what yaml-rust2 could not: the checks above did not run on it, so it
+    // is refused with yaml-rust2's reason (the two grammars differ only at the edges).
+    // Judgement: refusing valid but unusual YAML (a tab after ':') is better than
+    // checking a suite without its positions, duplicate keys and nulls.
+    if let Some((position, why)) = analysis.error {
+        let line = line_of(&text, position.line).unwrap_or_default();
+        let message = if line.contains(":\t") {
+            "a tab after ':'; write a space (YAML parsers disagree about tabs here)".to_string()
+        } else if why == "invalid indentation" {
+            "YAML parsers disagree about this line's indentation; indent the lines of a [ ] or { } list more than its key".to_string()
+        } else {
+            format!("YAML parsers disagree about this line ({why}); write it more plainly")
+        };
+        return Err(invalid(vec![Located::new(path, &text, None, message, Some(position))]));
+    }
     let nulls = coerced_nulls(&spec, &analysis.nulls);
     if !nulls.is_empty() {
         return Err(invalid(

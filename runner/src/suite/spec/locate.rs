@@ -9,10 +9,10 @@
 
 use std::collections::HashMap;
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
-use super::text::{char_note, describe, escape_controls};
+use super::text::{char_note, describe, escape_controls, is_terminal_control};
 
 /// A position in a text file: 1-based line and 1-based column (in characters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -80,6 +80,8 @@ pub struct Analysis {
     pub problems: Vec<Problem>,
     /// Every null value.
     pub nulls: Vec<Null>,
+    /// Where and why `yaml-rust2` could not parse the text (then the rest is empty).
+    pub error: Option<(Position, String)>,
 }
 
 impl Locations {
@@ -94,10 +96,10 @@ impl Locations {
     pub fn analyse(text: &str) -> Analysis {
         let mut recv = Recorder::default();
         let mut parser = Parser::new_from_str(text);
-        if parser.load(&mut recv, true).is_err() {
-            return Analysis::default();
+        if let Err(e) = parser.load(&mut recv, true) {
+            return Analysis { error: Some((pos(*e.marker()), e.info().to_string())), ..Analysis::default() };
         }
-        Analysis { locations: Self { entries: recv.entries }, problems: recv.problems, nulls: recv.nulls }
+        Analysis { locations: Self { entries: recv.entries }, problems: recv.problems, nulls: recv.nulls, error: None }
     }
 
     /// For text that is not valid YAML: the key path the parser was inside when it
@@ -177,9 +179,12 @@ fn pos(mark: Marker) -> Position {
 }
 
 /// Whether a scalar is YAML's null (core schema): plain `~`, `null`, `Null`, `NULL`
-/// or nothing, without a tag.
-fn is_null(value: &str, style: TScalarStyle, tagged: bool) -> bool {
-    !tagged && style == TScalarStyle::Plain && matches!(value, "" | "~" | "null" | "Null" | "NULL")
+/// or nothing, without a tag; or anything tagged `!!null`.
+fn is_null(value: &str, style: TScalarStyle, tag: Option<&Tag>) -> bool {
+    match tag {
+        Some(t) => t.suffix == "null",
+        None => style == TScalarStyle::Plain && matches!(value, "" | "~" | "null" | "Null" | "NULL"),
+    }
 }
 
 impl Recorder {
@@ -276,9 +281,14 @@ impl Recorder {
                 }
             }
             Some(path) => {
-                if let Some(c) = value.chars().find(|&c| c.is_control() && c != '\t' && c != '\n') {
+                if let Some(c) = value.chars().find(|&c| is_terminal_control(c) && c != '\t' && c != '\n') {
                     let message = if c == '\0' {
                         format!("the value contains {}, which no guest command, path or name can hold", describe(c))
+                    } else if !c.is_control() {
+                        format!(
+                            "the value contains {}, which shows the text around it in another order than it is read; remove it",
+                            describe(c)
+                        )
                     } else {
                         format!(
                             "the value contains the control character {}; a suite holds none besides tab and newline (write it the way the command expects it, e.g. printf '\\033' for ESC)",
@@ -307,7 +317,7 @@ impl MarkedEventReceiver for Recorder {
             }
             Event::Scalar(s, style, anchor, tag) => {
                 let empty = s.is_empty() && style == TScalarStyle::Plain;
-                let null = is_null(&s, style, tag.is_some());
+                let null = is_null(&s, style, tag.as_ref());
                 if null && anchor > 0 {
                     self.null_anchors.insert(anchor);
                 }
@@ -327,7 +337,8 @@ impl MarkedEventReceiver for Recorder {
                 }
                 self.check_scalar(&s, value.as_ref().map(|(p, _)| p.as_str()), at);
                 if let (Some((path, segments)), true) = (value, null) {
-                    self.nulls.push(Null { segments, path, position: at, written: s });
+                    let written = if tag.is_some() { "!!null".to_string() } else { s };
+                    self.nulls.push(Null { segments, path, position: at, written });
                 }
             }
             Event::Alias(anchor) => {
