@@ -235,8 +235,8 @@ fn file_size(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
         }
     };
     let (max, why) = if room < limits::FILE_BYTES { (room, place) } else { (limits::FILE_BYTES, "the limit".into()) };
-    let size = f.block_size.saturating_mul(f.count);
-    if f.block_size > 0 && f.count > 0 && size > max {
+    let size = u128::from(f.block_size) * u128::from(f.count);
+    if f.block_size > 0 && f.count > 0 && size > u128::from(max) {
         errs.push(ValidationError::OutOfRange {
             key: "nfs_read.file".into(),
             value: format!("block_size {} × count {} = {size} bytes", f.block_size, f.count),

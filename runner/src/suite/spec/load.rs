@@ -237,8 +237,13 @@ pub fn parse_suite_with(path: &Path, text: String, options: &LoadOptions) -> Res
         return Err(invalid(vec![Located::new(path, &text, None, finding.message, Some(finding.position))]));
     }
     if text.split('\n').all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
-        let message = "the file is empty; a suite needs at least `name`, `network` and `vms`".to_string();
-        return Err(invalid(vec![Located::new(path, &text, None, message, Some(Position { line: 1, column: 1 }))]));
+        return Err(invalid(vec![Located::new(
+            path,
+            &text,
+            None,
+            EMPTY.into(),
+            Some(Position { line: 1, column: 1 }),
+        )]));
     }
     let analysis = Locations::analyse(&text);
     if !analysis.problems.is_empty() {
@@ -253,7 +258,21 @@ pub fn parse_suite_with(path: &Path, text: String, options: &LoadOptions) -> Res
     }
     let spec: SuiteSpec = match serde_yaml::from_str(&text) {
         Ok(s) => s,
-        Err(e) => return Err(invalid(vec![from_yaml_error(path, &text, &e)])),
+        Err(e) => {
+            let mut located = from_yaml_error(path, &text, &e);
+            // A null where a value of another type is required ("invalid IPv4 address
+            // syntax" for `address: ~`): say it is a null.
+            if let Some(n) = analysis.nulls.iter().find(|n| Some(n.position) == located.position) {
+                if located.message.contains("invalid") {
+                    located.message = null_message(n);
+                }
+            }
+            // A document with no keys at all (`---` alone) is an empty suite.
+            if located.key.is_none() && located.message.starts_with("missing field") && analysis.locations.is_empty() {
+                located = Located::new(path, &text, None, EMPTY.into(), Some(Position { line: 1, column: 1 }));
+            }
+            return Err(invalid(vec![located]));
+        }
     };
     // libyaml read what yaml-rust2 could not: the checks above did not run on it, so it
     // is refused with yaml-rust2's reason (the two grammars differ only at the edges).
@@ -276,13 +295,7 @@ pub fn parse_suite_with(path: &Path, text: String, options: &LoadOptions) -> Res
             nulls
                 .into_iter()
                 .map(|n| {
-                    let message = if n.written.is_empty() {
-                        "no value is given (YAML reads an empty value as null), but one is required here".to_string()
-                    } else if n.written == "*" {
-                        "this alias stands for a null (no value), but a value is required here".to_string()
-                    } else {
-                        format!("`{}` is YAML's null (no value), but a value is required here", n.written)
-                    };
+                    let message = null_message(n);
                     Located::new(path, &text, Some(n.path.clone()), message, Some(n.position))
                 })
                 .collect(),
@@ -297,6 +310,18 @@ pub fn parse_suite_with(path: &Path, text: String, options: &LoadOptions) -> Res
         None => None,
     };
     Ok(SuiteFile { path: path.to_path_buf(), dir, text, spec, locations: analysis.locations, confine_to })
+}
+
+/// What an empty suite lacks.
+const EMPTY: &str = "the file is empty; a suite needs at least `name`, `network` and `vms`";
+
+/// The message for a null where a value is required.
+fn null_message(n: &Null) -> String {
+    match n.written.as_str() {
+        "" => "no value is given (YAML reads an empty value as null), but one is required here".to_string(),
+        "*" => "this alias stands for a null (no value), but a value is required here".to_string(),
+        w => format!("`{w}` is YAML's null (no value), but a value is required here"),
+    }
 }
 
 /// The nulls in the text that the deserializer turned into a value: a required text
@@ -359,17 +384,18 @@ fn from_yaml_error(path: &Path, text: &str, e: &serde_yaml::Error) -> Located {
         key = Locations::path_at_syntax_error(text);
     }
     let position = position.or_else(|| key.as_deref().and_then(|k| Locations::of(text).value(k)));
-    msg = explain(&msg, key.as_deref(), position.and_then(|p| line_of(text, p.line)));
+    msg = explain(&msg, key.as_deref(), position.and_then(|p| line_of(text, p.line).map(|l| (l, p.column))));
     Located::new(path, text, key, msg, position)
 }
 
 /// Rewords serde's and libyaml's messages where they speak Rust or hide the cause:
 /// "invalid type: unit value, expected struct KernelSpec" becomes "expected a kernel
 /// (a mapping with `debian`, `path` or `source`), found null (no value)".
-fn explain(msg: &str, key: Option<&str>, line: Option<&str>) -> String {
+fn explain(msg: &str, key: Option<&str>, at: Option<(&str, usize)>) -> String {
+    let line = at.map(|(l, _)| l);
     let mut msg = reword_type_error(msg).unwrap_or_else(|| msg.to_string());
     let last = key.map(|k| k.rsplit('.').next().unwrap_or(k));
-    if msg == "invalid IP address syntax" {
+    if msg == "invalid IP address syntax" || msg == "invalid IPv4 address syntax" {
         match last {
             Some("subnet") => msg.push_str("; expected an IPv4 subnet in CIDR notation, e.g. 10.77.0.0/24"),
             Some("address") => msg.push_str("; expected an IPv4 address, e.g. 10.77.0.11"),
@@ -381,8 +407,11 @@ fn explain(msg: &str, key: Option<&str>, line: Option<&str>) -> String {
         msg.push_str(&non_ascii_hint(name));
     }
     let indent = line.map(|l| &l[..l.len() - l.trim_start().len()]);
+    let at_tab = at.is_some_and(|(l, col)| l.chars().nth(col.saturating_sub(1)) == Some('\t'));
     if indent.is_some_and(|i| i.contains('\t')) {
         msg.push_str(" (a tab: YAML indentation must use spaces)");
+    } else if at_tab {
+        msg.push_str(" (a tab: YAML needs a space here)");
     } else if msg.starts_with("did not find expected key") {
         msg.push_str(" (is this line indented like the keys above it?)");
     }

@@ -117,6 +117,11 @@ impl Locations {
         Some(path).filter(|p| !p.is_empty())
     }
 
+    /// Whether no key path was recorded (the text has no mapping or sequence).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Position of the value at `path` (e.g. `vms[1].address`); if the exact path is
     /// absent, the value of the longest existing parent path.
     pub fn value(&self, path: &str) -> Option<Position> {

@@ -101,8 +101,54 @@ pub fn indentation(text: &str) -> Option<Finding> {
             }
             break;
         }
+        if let Some(f) = structure_look_alike(line) {
+            return Some(Finding { position: Position { line: i + 1, column: f.0 }, message: f.1 });
+        }
     }
     None
+}
+
+/// A look-alike where YAML needs an ASCII character for the structure of a line: a
+/// Unicode space after a list's `-` or after a key's `:`, or a colon look-alike
+/// (`：`) after a key. `key: value` with a no-break space reads as one text
+/// `"key:\u{a0}value"`, and the error that follows names nothing useful. Only the
+/// line's start is looked at (indentation, `- `, a plain key), so prose in values may
+/// hold any of them. Returns the 1-based column and the message.
+fn structure_look_alike(line: &str) -> Option<(usize, String)> {
+    let chars: Vec<char> = line.chars().collect();
+    let mut i = chars.iter().take_while(|c| **c == ' ').count();
+    let odd_space = |c: char| c != ' ' && c != '\t' && (c.is_whitespace() || is_invisible(c));
+    let at = |i: usize, what: &str, c: char| {
+        Some((
+            i + 1,
+            format!(
+                "{} {what}; YAML needs an ASCII {}",
+                describe(c),
+                if what.contains("colon") { "':'" } else { "space" }
+            ),
+        ))
+    };
+    // List entries: `- `, possibly several on one line.
+    while chars.get(i) == Some(&'-') {
+        match chars.get(i + 1) {
+            Some(&c) if odd_space(c) => return at(i + 1, "after '-'", c),
+            Some(' ') => i += 2 + chars[i + 2..].iter().take_while(|c| **c == ' ').count(),
+            _ => break,
+        }
+    }
+    // A plain key: ASCII name characters, then ':' and a space (or a look-alike).
+    let key = chars[i..].iter().take_while(|c| c.is_ascii_alphanumeric() || **c == '_' || **c == '-').count();
+    if key == 0 {
+        return None;
+    }
+    let j = i + key;
+    match (chars.get(j), chars.get(j + 1)) {
+        (Some(':'), Some(&c)) if odd_space(c) => at(j + 1, "after the key's ':'", c),
+        (Some(&c), _) if c != ':' && super::text::looks_like(c) == Some(":") => {
+            at(j, "where the key's colon belongs", c)
+        }
+        _ => None,
+    }
 }
 
 /// Refuses nesting deeper than [`MAX_DEPTH`], located at the token that goes deeper.
@@ -205,6 +251,18 @@ mod tests {
         assert_eq!(f.position, Position { line: 2, column: 1 });
         assert!(f.message.contains("U+00A0 NO-BREAK SPACE"));
         assert_eq!(indentation("a:\n  b: \u{a0}x\n\tc\n"), None);
+    }
+
+    #[test]
+    fn finds_look_alikes_in_a_lines_structure() {
+        let f = indentation("name:\u{a0}demo\n").unwrap();
+        assert_eq!(f.position, Position { line: 1, column: 6 });
+        assert!(f.message.contains("U+00A0 NO-BREAK SPACE after the key's ':'"), "{}", f.message);
+        assert_eq!(indentation("  -\u{a0}a\n").unwrap().position.column, 4);
+        assert_eq!(indentation("  - - \u{3000}x: 1\n"), None);
+        assert!(indentation("description\u{ff1a} x\n").unwrap().message.contains("FULLWIDTH COLON"));
+        assert_eq!(indentation("description: Note:\u{a0}prose, \u{2014} fine\n"), None);
+        assert_eq!(indentation("run: |\n  echo a:b\n"), None);
     }
 
     #[test]

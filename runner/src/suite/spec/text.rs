@@ -11,12 +11,12 @@ pub fn is_terminal_control(c: char) -> bool {
 
 /// Whether [`escape_controls`] escapes `c`.
 fn escaped(c: char) -> bool {
-    c != '\t' && (is_terminal_control(c) || is_invisible(c))
+    c != '\t' && (is_terminal_control(c) || is_invisible(c) || (!c.is_ascii() && c.is_whitespace()))
 }
 
-/// `s` with every [`is_terminal_control`] character except tab, and every invisible
-/// one ([`is_invisible`]), written as `\u{1b}` (Rust's escape syntax), so it prints as
-/// what it is.
+/// `s` with every [`is_terminal_control`] character except tab, every invisible one
+/// ([`is_invisible`]) and every non-ASCII space (U+00A0 …) written as `\u{1b}` (Rust's
+/// escape syntax), so it prints as what it is.
 pub fn escape_controls(s: &str) -> String {
     if !s.chars().any(escaped) {
         return s.to_string();
@@ -98,6 +98,9 @@ const NAMED: &[(char, &str, &str)] = &[
     ('\u{2069}', "POP DIRECTIONAL ISOLATE", ""),
     ('\u{2212}', "MINUS SIGN", "-"),
     ('\u{3000}', "IDEOGRAPHIC SPACE", " "),
+    ('\u{ff1a}', "FULLWIDTH COLON", ":"),
+    ('\u{2236}', "RATIO", ":"),
+    ('\u{02d0}', "MODIFIER LETTER TRIANGULAR COLON", ":"),
     ('\u{feff}', "ZERO WIDTH NO-BREAK SPACE (byte-order mark)", ""),
     ('\u{0391}', "GREEK CAPITAL LETTER ALPHA", "A"),
     ('\u{0392}', "GREEK CAPITAL LETTER BETA", "B"),

@@ -97,7 +97,7 @@ pub fn path_problem(p: &str, max: usize) -> Option<String> {
             '\n' | '\r' => ("a line break".to_string(), String::new()),
             '\t' => ("a tab".to_string(), String::new()),
             c if c.is_ascii_control() => ("a control character".to_string(), String::new()),
-            c if c.is_ascii() => (format!("{c:?}"), String::new()),
+            c if c.is_ascii() => (format!("'{c}'"), String::new()),
             _ => ("a non-ASCII character".to_string(), non_ascii_hint(p)),
         };
         return Some(format!(
