@@ -464,6 +464,10 @@ fn wanted_words(wanted: &str, bounds: bool) -> String {
         "a map" => "a mapping (`key: value`)".into(),
         "field identifier" => "a key (a plain name)".into(),
         "variant identifier" => "a name".into(),
+        "a YAML tag starting with '!'" => "one of its names (a plain word)".into(),
+        "newtype variant" => "a name with settings, e.g. {mountstats: {mount: /mnt/nfs}}".into(),
+        "unit variant" => "a bare name, e.g. netstat".into(),
+        "map with a single key" => "a mapping with a single key, e.g. {netem: server}".into(),
         w => match w.strip_prefix("struct ").or_else(|| w.strip_prefix("enum ")) {
             Some(name) => type_words(name).to_string(),
             None => w.to_string(),
@@ -507,6 +511,9 @@ fn found_words(found: &str) -> String {
         "unit value" => "null (no value)".into(),
         "sequence" => "a list".into(),
         "map" => "a mapping".into(),
+        "unit variant" => "a bare name".into(),
+        "newtype variant" => "a name with settings".into(),
+        "enum" => "a tagged value (!tag)".into(),
         f => {
             if let Some(s) = f.strip_prefix("string ") {
                 format!("the text {s}")

@@ -269,6 +269,15 @@ fn check_one(
                 ),
             );
         }
+        if c.equals.as_ref().is_some_and(|v| {
+            !matches!(v, serde_yaml::Value::String(_) | serde_yaml::Value::Number(_) | serde_yaml::Value::Bool(_))
+        }) {
+            rule(
+                errs,
+                format!("{key}.equals"),
+                "`equals` takes a text or a number, which the section must equal".into(),
+            );
+        }
         if c.equals.is_some() == c.contains.is_some() {
             rule(errs, key, "give exactly one of `equals` or `contains`".into());
         }

@@ -29,7 +29,13 @@ fn number_and_unit(v: &str) -> Option<(f64, &str)> {
     let mut parts = num.split('.');
     let whole = parts.next()?;
     let frac = parts.next();
-    if whole.is_empty() || parts.next().is_some() || frac.is_some_and(str::is_empty) || whole.len() > 12 {
+    // At most 12 digits before the point and 6 after: more is a mistake, and the text
+    // goes verbatim into the tc command.
+    if whole.is_empty()
+        || parts.next().is_some()
+        || frac.is_some_and(|f| f.is_empty() || f.len() > 6)
+        || whole.len() > 12
+    {
         return None;
     }
     Some((num.parse().ok()?, unit))
@@ -141,6 +147,7 @@ mod tests {
         for bad in ["1e400ms", "infms", "NaNms", "+5ms", "-5ms", "5 ms", ".5ms", "5.ms", "1.2.3ms", "ms", "5", "5sec"] {
             assert_eq!(seconds(bad), None, "{bad}");
         }
+        assert_eq!(seconds("1.0000001ms"), None);
         for bad in ["1e999gbit", "infgbit", "0x10mbit", "9999999999999gbit"] {
             assert_eq!(bits_per_second(bad), None, "{bad}");
         }
