@@ -282,6 +282,35 @@ fn bundle_suites_may_not_leave_their_folder() {
     assert_eq!(k.patches, [good]);
 }
 
+/// A suite that repeats one mistake 30,000 times (a generated suite, near the size
+/// limit) is checked in seconds and reports the first 50 problems, then how many more
+/// there are: no flood of output, no time spent locating problems nobody reads.
+#[test]
+fn problems_are_capped() {
+    use vmrepro::suite::spec::load::MAX_PROBLEMS;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("thirty-thousand-duplicates.yaml");
+    let mut text = String::from("name: demo\nnetwork:\n  subnet: 10.80.0.0/24\nvms:\n  - name: alpha\n    kernel: { debian: \"6.1\" }\n    address: 10.80.0.10\n    steps:\n");
+    for _ in 0..30_000 {
+        text.push_str("      - {name: s, run: 'true'}\n");
+    }
+    std::fs::write(&path, &text).expect("write");
+    let started = Instant::now();
+    let result = check(&path);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    let (missing, _) = defects(&path, check(&path), true);
+    assert!(missing.is_empty(), "{missing:?}");
+    let err = result.expect_err("refused");
+    let problems = err.problems();
+    assert_eq!(problems.len(), MAX_PROBLEMS + 1);
+    assert!(
+        problems[MAX_PROBLEMS].message.starts_with(&format!("… and {} more problems", 29_999 - MAX_PROBLEMS)),
+        "{}",
+        problems[MAX_PROBLEMS].message
+    );
+}
+
 /// A byte-order mark, CRLF or CR-only line endings change nothing: every suite of the
 /// repository compiles into the same plan with each of them.
 #[test]

@@ -14,7 +14,7 @@ use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::locate::{Locations, Null, Position, Segment};
+use super::locate::{Analysis, Locations, Null, Position, Segment};
 use super::scan;
 use super::text::{escape_controls, escaped_width, non_ascii_hint};
 use super::SuiteSpec;
@@ -67,6 +67,24 @@ impl SpecError {
             SpecError::Invalid(v) => v,
         }
     }
+}
+
+/// Most problems reported for one file; a suite with more has one mistake repeated (or
+/// was generated), and printing tens of thousands helps no one.
+pub const MAX_PROBLEMS: usize = 50;
+
+/// The first of `total` problems cut to [`MAX_PROBLEMS`], the next one's place saying
+/// how many more there are (so it has a line to show, like every problem).
+/// `problems` holds at least the first `MAX_PROBLEMS + 1` of them (or all).
+pub fn capped(mut problems: Vec<Located>, total: usize) -> Vec<Located> {
+    if total > MAX_PROBLEMS && problems.len() > MAX_PROBLEMS {
+        let more = total - MAX_PROBLEMS;
+        problems.truncate(MAX_PROBLEMS + 1);
+        let next = &mut problems[MAX_PROBLEMS];
+        next.key = None;
+        next.message = format!("… and {more} more problems from here on; the first {MAX_PROBLEMS} are shown");
+    }
+    problems
 }
 
 fn render_all(v: &[Located]) -> String {
@@ -249,17 +267,20 @@ pub fn parse_suite_with(path: &Path, text: String, options: &LoadOptions) -> Res
     if !analysis.problems.is_empty() {
         let mut problems = analysis.problems;
         problems.sort_by_key(|p| (p.position.line, p.position.column));
-        return Err(invalid(
+        let total = problems.len();
+        problems.truncate(MAX_PROBLEMS + 1);
+        return Err(invalid(capped(
             problems
                 .into_iter()
                 .map(|p| Located::new(path, &text, Some(p.key).filter(|k| !k.is_empty()), p.message, Some(p.position)))
                 .collect(),
-        ));
+            total,
+        )));
     }
     let spec: SuiteSpec = match serde_yaml::from_str(&text) {
         Ok(s) => s,
         Err(e) => {
-            let mut located = from_yaml_error(path, &text, &e);
+            let mut located = from_yaml_error(path, &text, &e, &analysis);
             // A null where a value of another type is required ("invalid IPv4 address
             // syntax" for `address: ~`): say it is a null.
             if let Some(n) = analysis.nulls.iter().find(|n| Some(n.position) == located.position) {
@@ -291,15 +312,18 @@ pub fn parse_suite_with(path: &Path, text: String, options: &LoadOptions) -> Res
     }
     let nulls = coerced_nulls(&spec, &analysis.nulls);
     if !nulls.is_empty() {
-        return Err(invalid(
+        let total = nulls.len();
+        return Err(invalid(capped(
             nulls
                 .into_iter()
+                .take(MAX_PROBLEMS + 1)
                 .map(|n| {
                     let message = null_message(n);
                     Located::new(path, &text, Some(n.path.clone()), message, Some(n.position))
                 })
                 .collect(),
-        ));
+            total,
+        )));
     }
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
@@ -354,7 +378,9 @@ fn coerced_nulls<'a>(spec: &SuiteSpec, nulls: &'a [Null]) -> Vec<&'a Null> {
         .collect()
 }
 
-fn from_yaml_error(path: &Path, text: &str, e: &serde_yaml::Error) -> Located {
+/// `analysis` is the marked parse of the same text: when it succeeded the error is not
+/// a syntax error, and its locations are reused.
+fn from_yaml_error(path: &Path, text: &str, e: &serde_yaml::Error, analysis: &Analysis) -> Located {
     let mut msg = e.to_string();
     let position = e.location().map(|l| Position { line: l.line(), column: l.column() });
     // serde_yaml appends " at line L column C" (and libyaml puts it after the problem);
@@ -380,10 +406,10 @@ fn from_yaml_error(path: &Path, text: &str, e: &serde_yaml::Error) -> Located {
         }
     }
     // Syntax errors carry no key path; take the one the parser was inside.
-    if key.is_none() {
+    if key.is_none() && analysis.error.is_some() {
         key = Locations::path_at_syntax_error(text);
     }
-    let position = position.or_else(|| key.as_deref().and_then(|k| Locations::of(text).value(k)));
+    let position = position.or_else(|| key.as_deref().and_then(|k| analysis.locations.value(k)));
     msg = explain(&msg, key.as_deref(), position.and_then(|p| line_of(text, p.line).map(|l| (l, p.column))));
     Located::new(path, text, key, msg, position)
 }

@@ -101,7 +101,8 @@ pub fn indentation(text: &str) -> Option<Finding> {
             }
             break;
         }
-        if let Some(f) = structure_look_alike(line) {
+        // Only a non-ASCII character can be a look-alike.
+        if let Some(f) = if line.is_ascii() { None } else { structure_look_alike(line) } {
             return Some(Finding { position: Position { line: i + 1, column: f.0 }, message: f.1 });
         }
     }

@@ -463,5 +463,8 @@ fn located(file: &SuiteFile, errs: Vec<ValidationError>) -> Result<(), SpecError
     if errs.is_empty() {
         return Ok(());
     }
-    Err(SpecError::Invalid(errs.iter().map(|e| file.error_at(e.key(), e.to_string())).collect()))
+    // Only the problems shown are located (locating one reads the text up to its line).
+    let shown = errs.iter().take(crate::suite::spec::load::MAX_PROBLEMS + 1);
+    let problems = shown.map(|e| file.error_at(e.key(), e.to_string())).collect();
+    Err(SpecError::Invalid(crate::suite::spec::load::capped(problems, errs.len())))
 }
