@@ -44,6 +44,15 @@ enum Command {
     Analyse {
         /// The run folder (`results/<suite>/<timestamp>`).
         run_dir: PathBuf,
+        /// Print the value the suite's snapshot test compares (YAML) instead of the tables.
+        #[arg(long)]
+        snapshot: bool,
+    },
+    /// Print a suite's compiled plan as JSON (what `run` would execute; the same as a
+    /// run folder's `plan.json`).
+    Plan {
+        /// The suite file.
+        suite: PathBuf,
     },
     /// Validate suite files without booting anything.
     Check {
@@ -149,7 +158,24 @@ async fn dispatch(cli: Cli) -> i32 {
                 }
             }
         }
-        Command::Analyse { run_dir } => match analyse_dir(&run_dir) {
+        Command::Plan { suite } => match load_or_exit(&suite, cli.images.as_deref()) {
+            Ok((plan, _)) => {
+                println!("{}", serde_json::to_string_pretty(&plan).expect("a plan serializes"));
+                exit::SUCCESS
+            }
+            Err(c) => c,
+        },
+        Command::Analyse { run_dir, snapshot } => match analyse_dir(&run_dir) {
+            Ok(a) if snapshot => match crate::report::snapshot::normalise(&a) {
+                Ok(n) => {
+                    print!("{}", serde_yaml::to_string(&n).expect("a snapshot serializes"));
+                    exit::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    exit::CONFIG_ERROR
+                }
+            },
             Ok(a) => {
                 print!("{}", render(&a));
                 exit_code(a.record.status, a.results.problems().len())

@@ -81,6 +81,7 @@ pub fn compile(spec: &MeasureSpec, suite: &SuiteSpec) -> MeasurementPlan {
                 equals.into_iter().chain(contains).map(|expect| Check { section: c.section.clone(), expect })
             })
             .collect(),
+        table: spec.table.clone(),
         snapshot: SnapshotPolicy {
             verdict: snap.verdict.unwrap_or_default(),
             exit_status: snap.exit_status.unwrap_or(true),

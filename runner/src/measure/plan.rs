@@ -50,6 +50,9 @@ pub struct MeasurementPlan {
     pub metric: Metric,
     /// Checks on every measured iteration's output.
     pub checks: Vec<Check>,
+    /// Extra table columns (metric or counter names).
+    #[serde(default)]
+    pub table: Vec<String>,
     /// What the suite's snapshot keeps.
     pub snapshot: SnapshotPolicy,
     /// Every iteration, in the order they run.

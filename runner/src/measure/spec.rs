@@ -20,6 +20,7 @@
 //!     compare: elapsed_s                    # the verdict's metric (default elapsed_s)
 //!     better: lower                         # lower | higher (default: lower; higher for throughput)
 //!     checks: [{section: size, equals: 104857600}]
+//!     table: [mountstats.COMMIT.ops]         # extra columns: medians of metrics/counters
 //!     snapshot: {verdict: direction, exit_status: true, signs: [rpc_retransmissions], sections: [size]}
 //! ```
 
@@ -86,6 +87,10 @@ pub struct MeasureSpec {
     /// Checks on every measured iteration's output.
     #[serde(default)]
     pub checks: Vec<CheckSpec>,
+    /// Extra table columns: metrics or counters shown per VM as their median over the
+    /// iterations (e.g. `[mountstats.COMMIT.ops, nfs.client.v3.write]`).
+    #[serde(default)]
+    pub table: Vec<String>,
     /// What the suite's snapshot keeps of this measurement.
     #[serde(default)]
     pub snapshot: Option<MeasureSnapshotSpec>,

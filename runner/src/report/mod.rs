@@ -8,7 +8,7 @@ pub mod snapshot;
 
 use std::fmt::Write as _;
 
-use crate::measure::analysis::MeasurementResult;
+use crate::measure::analysis::{metric_value, MeasurementResult};
 use crate::measure::plan::MeasurementPlan;
 use crate::run::{RunRecord, StepStatus};
 use crate::scenarios::nfs_read;
@@ -49,8 +49,9 @@ pub fn tables(a: &Analysis) -> String {
 }
 
 /// The table of a measurement: per VM the median of the metric (and of the elapsed
-/// time and throughput when they are not the metric), the ratio to the baseline, the
-/// verdict and `run`'s exit statuses; below it the derived metrics that moved.
+/// time and throughput when they are not the metric, and of the measurement's `table`
+/// columns), the ratio to the baseline, the verdict and `run`'s exit statuses; below it
+/// the derived metrics that moved.
 pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
     let mut t = String::new();
     let better = match p.metric.better {
@@ -67,6 +68,9 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
     if show_mbs {
         head.push_str(&format!(" {:>7}", "MB/s"));
     }
+    for c in &p.table {
+        head.push_str(&format!(" {:>w$}", c, w = c.len().max(8)));
+    }
     head.push_str(&format!(" {:>6} {:<20} {}", "ratio", "verdict", "exit"));
     let _ = writeln!(t, "{head}");
     for v in &m.vms {
@@ -81,6 +85,12 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
         }
         if show_mbs {
             line.push_str(&format!(" {:>7}", v.median_mb_s.map_or("-".into(), nfs_read::results::fmt_mb_s)));
+        }
+        for c in &p.table {
+            let values: Vec<f64> =
+                v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(c, i)).collect();
+            let median = crate::measure::stats::summarize(&values).map_or("-".into(), |s| fmt_value(s.median));
+            line.push_str(&format!(" {:>w$}", median, w = c.len().max(8)));
         }
         let exits: Vec<String> = v.exit_statuses.iter().map(|e| e.map_or("-".into(), |e| e.to_string())).collect();
         line.push_str(&format!(
@@ -119,9 +129,9 @@ fn short(metric: &str) -> &str {
     }
 }
 
-/// Two decimals for small values, none for counts.
+/// Whole numbers as they are, other values with two decimals.
 fn fmt_value(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() >= 100.0 {
+    if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")

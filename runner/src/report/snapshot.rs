@@ -18,6 +18,7 @@ use serde::Serialize;
 use super::results::Analysis;
 use crate::measure::analysis::{IterationResult, MeasurementResult};
 use crate::measure::plan::MeasurementPlan;
+use crate::measure::script::Section;
 use crate::measure::stats::{Comparison, Verdict};
 use crate::run::RunError;
 use crate::scenarios::nfs_read::results::NfsResults;
@@ -222,7 +223,10 @@ fn norm_measurement(m: &MeasurementResult, p: &MeasurementPlan) -> NormMeasureme
                 sections: policy
                     .sections
                     .iter()
-                    .filter_map(|s| Some((s.clone(), v.iterations.first()?.records.get(s)?.clone())))
+                    .filter_map(|s| {
+                        let text = v.iterations.first()?.raw.sections.get(Section::Record(s))?;
+                        Some((s.clone(), text.trim().to_string()))
+                    })
                     .collect(),
             })
             .collect(),

@@ -248,6 +248,11 @@ fn check_one(
             rule(errs, format!("{k}.compare"), e);
         }
     }
+    for (j, name) in m.table.iter().enumerate() {
+        if let Err(e) = metric_ok(name) {
+            rule(errs, format!("{k}.table[{j}]"), e);
+        }
+    }
     let sections_ok = |name: &str| name == "stdout" || name == "stderr" || records.contains(name);
     for (j, c) in m.checks.iter().enumerate() {
         let key = format!("{k}.checks[{j}]");
