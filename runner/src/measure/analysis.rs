@@ -4,10 +4,10 @@
 //! `plan.json`) the step's stdout (`vms/<vm>/NN-<step>.stdout`, named in `run.json`) is
 //! split into its sections ([`Sections`]); GNU time's report gives the elapsed, user
 //! and system seconds and `run`'s exit status; each observer's two outputs give counter
-//! deltas ([`stats::delta`]) and the derived metrics of its kind; each remote observer's
+//! deltas ([`super::stats::delta`]) and the derived metrics of its kind; each remote observer's
 //! two steps give the packets its netem sent and dropped during the iteration; the
 //! checks are applied. Over a VM's iterations the metric is summarised and compared with
-//! the baseline VM's ([`stats::compare`]: median change over 10 % **and** separated
+//! the baseline VM's ([`super::stats::compare`]: median change over 10 % **and** separated
 //! ranges).
 //!
 //! An iteration whose step did not pass, whose GNU time report can't be read, or whose

@@ -220,3 +220,30 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, RunError> {
     let text = std::fs::read_to_string(path).map_err(super::io_err("reading", path))?;
     serde_json::from_str(&text).map_err(|e| RunError::Json { path: path.to_path_buf(), message: e.to_string() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_profile_step_has_one_name_and_reads_back() {
+        let step = StepRecord {
+            name: "profile-nfs-server-2.4.19".into(),
+            kind: StepKind::Profile { profile: "nfs-server-2.4.19".into() },
+            status: StepStatus::Passed,
+            exit_code: Some(0),
+            signal: None,
+            expect_exit: 0,
+            duration_s: 1.5,
+            stdout: Some("vms/server/01-profile-nfs-server-2.4.19.stdout".into()),
+            stderr: None,
+            error: None,
+            snapshot: false,
+        };
+        let text = serde_json::to_string(&step).unwrap();
+        assert_eq!(text.matches("\"name\"").count(), 1, "{text}");
+        let back: StepRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.name, "profile-nfs-server-2.4.19");
+        assert_eq!(back.kind, step.kind);
+    }
+}

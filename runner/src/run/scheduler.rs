@@ -229,3 +229,30 @@ fn write_outputs(
     std::fs::write(&e, stderr).map_err(io_err("writing", &e))?;
     Ok((format!("vms/{vm}/{base}.stdout"), format!("vms/{vm}/{base}.stderr")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suite::plan::StepKind;
+
+    fn step(after: Vec<Dependency>) -> StepPlan {
+        StepPlan::new("s", "true".into(), StepKind::User, Duration::from_secs(1)).after(after)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dependency_that_never_ends_ends_the_wait_at_the_steps_timeout() {
+        let (tx, mut rx) = watch::channel(BTreeMap::new());
+        let dep = Dependency::step("bravo", "t1");
+        let waited = wait_deps(&mut rx, &step(vec![dep.clone()]), Duration::from_secs(60)).await;
+        assert!(matches!(waited, Wait::TimedOut(d) if d == dep));
+        // One that passes, and one that failed.
+        tx.send_modify(|m| {
+            m.insert(dep.clone(), true);
+            m.insert(Dependency::step("bravo", "t2"), false);
+        });
+        assert!(matches!(wait_deps(&mut rx, &step(vec![dep.clone()]), Duration::from_secs(1)).await, Wait::Ready));
+        let failed =
+            wait_deps(&mut rx, &step(vec![dep, Dependency::step("bravo", "t2")]), Duration::from_secs(1)).await;
+        assert!(matches!(failed, Wait::Failed(why) if why.contains("bravo/t2")));
+    }
+}
