@@ -222,3 +222,92 @@ fn analyse_of_a_folder_that_is_not_a_run_says_so() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is not a run folder") && err.contains("plan.json is missing"), "{err}");
 }
+
+/// A run folder for a two-VM `measure:` suite whose iterations ended as `ends` say
+/// (per VM: the step status, the script's exit code, and its stdout), built from the
+/// suite's real compiled plan. Only the analysis reads it: no VM is involved.
+fn synthetic_run(compare: &str, ends: &[(&str, &str, Option<i64>, &str)]) -> tempfile::TempDir {
+    let suite = format!(
+        "name: outcomes\nnetwork: {{ subnet: 10.90.0.0/24 }}\nvms:\n  - {{ name: old, kernel: {{ debian: \"5.10\" }}, address: 10.90.0.2 }}\n  - {{ name: new, kernel: {{ debian: \"6.12\" }}, address: 10.90.0.3 }}\nmeasure:\n  - name: mount\n    on: [old, new]\n    repeat: 1\n    run: mount -t nfs -o proto=udp 10.90.0.9:/srv/export /mnt\n    compare: {compare}\n"
+    );
+    let root = support::repo_root();
+    let file = vmrepro::suite::spec::load::parse_suite(&root.join("suites/outcomes.yaml"), suite).expect("suite");
+    let catalog = vmrepro::infra::images::Catalog::load(&root.join("images")).expect("images/");
+    let plan = vmrepro::suite::compile(&file, &catalog).expect("compiles");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plan.json"), serde_json::to_string(&plan).unwrap()).unwrap();
+    let mut vms = Vec::new();
+    for (vm, status, exit_code, stdout) in ends {
+        let rel = format!("vms/{vm}/01-mount-1.stdout");
+        std::fs::create_dir_all(dir.path().join(format!("vms/{vm}"))).unwrap();
+        std::fs::write(dir.path().join(&rel), stdout).unwrap();
+        vms.push(serde_json::json!({
+            "name": vm, "kernel": "k", "kernel_release": format!("{vm}-release"), "address": "", "mac": "", "tap": "",
+            "accel": "tcg", "pid": null, "boot_s": 1.0, "ending": "quit", "console_log": "", "qemu_cmdline": "",
+            "clock": null,
+            "steps": [{ "name": "mount-1", "kind": "measure", "measurement": "mount", "iteration": 1, "warmup": false,
+                        "status": status, "exit_code": exit_code, "signal": null, "expect_exit": 0, "duration_s": 1.0,
+                        "stdout": rel, "stderr": null, "error": null, "snapshot": false }]
+        }));
+    }
+    let run = serde_json::json!({
+        "schema": 2, "suite": "outcomes", "suite_file": "suites/outcomes.yaml", "started": "", "status": "passed",
+        "error": null, "accel": "tcg", "accel_notice": null, "subnet": "10.90.0.0/24", "mtu": 1500, "temp_dir": null,
+        "network_namespace": null, "images": [],
+        "timings": { "images_s": 0.0, "boot_s": 0.0, "steps_s": 0.0, "teardown_s": 0.0, "total_s": 0.0 }, "vms": vms
+    });
+    std::fs::write(dir.path().join("run.json"), serde_json::to_string(&run).unwrap()).unwrap();
+    dir
+}
+
+/// What the iteration script prints when `run` exited with `status` (GNU time 1.9;
+/// without `uname`: the kernel release then comes from `run.json`).
+fn ran(status: i32) -> String {
+    let m = vmrepro::measure::script::SECTION_MARKER;
+    let exited = if status == 0 { String::new() } else { format!("Command exited with non-zero status {status}\n") };
+    format!("{m}time\n{exited}0.00user 0.01system 0:00.05elapsed 20%CPU (0avgtext+0avgdata 2048maxresident)k\n0inputs+0outputs (0major+90minor)pagefaults 0swaps\n")
+}
+
+#[test]
+fn outcomes_are_compared_when_the_measurement_says_so() {
+    let m = vmrepro::measure::script::SECTION_MARKER;
+    let setup_failed = format!("{m}setup\nmount.nfs: Protocol not supported\n{m}setup-exit\n32\n");
+    let dir =
+        synthetic_run("outcome", &[("old", "passed", Some(0), &ran(0)), ("new", "failed", Some(10), &setup_failed)]);
+    let a = analyse_dir(dir.path()).expect("analyse");
+    let r = &a.results.measurements[0];
+    assert_eq!(r.problems, Vec::<String>::new(), "outcomes compared are not problems");
+    assert_eq!(r.vm("new").unwrap().outcome_words(), "setup failed (exit 32) ×1");
+    assert_eq!(r.vm("new").unwrap().verdict.as_deref(), Some("different outcome"));
+    let table = vmrepro::report::tables(&a);
+    assert!(table.contains("outcomes differ: `mount` exit 0 ×1 on old-release (old, baseline); setup failed (exit 32) ×1 on new-release (new)"), "{table}");
+    let n = serde_json::to_value(vmrepro::report::snapshot::normalise(&a).unwrap()).unwrap();
+    assert_eq!(n["measurements"][0]["vms"][1]["outcomes"], serde_json::json!(["setup failed (exit 32)"]));
+    assert_eq!(n["measurements"][0]["vms"][1]["verdict"], "different outcome");
+
+    // The same exit statuses from `run` itself, then a timeout.
+    let dir = synthetic_run("outcome", &[("old", "passed", Some(0), &ran(0)), ("new", "passed", Some(0), &ran(32))]);
+    let r = &analyse_dir(dir.path()).unwrap().results.measurements[0];
+    assert_eq!(r.vm("new").unwrap().verdict.as_deref(), Some("different outcome"));
+    assert_eq!(r.vm("new").unwrap().outcome_words(), "exit 32 ×1");
+    let dir = synthetic_run("outcome", &[("old", "passed", Some(0), &ran(0)), ("new", "timed_out", None, "")]);
+    let r = &analyse_dir(dir.path()).unwrap().results.measurements[0];
+    assert_eq!(r.vm("new").unwrap().outcome_words(), "timed out ×1");
+}
+
+#[test]
+fn a_failed_hung_or_crashed_iteration_is_a_problem_when_times_are_compared() {
+    for (status, code, out, words) in [
+        ("passed", Some(0), ran(32), "the command exit 32, expected exit 0"),
+        ("timed_out", None, String::new(), "timed out"),
+        ("error", None, String::new(), "crashed"),
+        ("skipped", None, String::new(), "did not run (skipped)"),
+    ] {
+        let dir = synthetic_run("elapsed_s", &[("old", "passed", Some(0), &ran(0)), ("new", status, code, &out)]);
+        let a = analyse_dir(dir.path()).unwrap();
+        let r = &a.results.measurements[0];
+        assert_eq!(r.problems, vec![format!("new: mount-1: {words}")], "{status}");
+        assert!(!r.vm("new").unwrap().iterations[0].counted);
+        assert_eq!(vmrepro::cli::exit_code(a.record.status, a.results.problems().len()), vmrepro::exit::TEST_FAILURE);
+    }
+}

@@ -21,7 +21,7 @@
 //!     better: lower                         # lower | higher (default: lower; higher for throughput)
 //!     checks: [{section: size, equals: 104857600}]
 //!     table: [mountstats.COMMIT.ops]         # extra columns: medians of metrics/counters
-//!     snapshot: {verdict: direction, exit_status: true, signs: [rpc_retransmissions], sections: [size]}
+//!     snapshot: {verdict: direction, outcome: true, signs: [rpc_retransmissions], sections: [size]}
 //! ```
 
 use std::time::Duration;
@@ -78,7 +78,8 @@ pub struct MeasureSpec {
     /// Bytes `run` moves (gives the metric `throughput_mb_s`, MB = 10^6 bytes).
     #[serde(default)]
     pub bytes: Option<u64>,
-    /// The metric the verdict uses (default `elapsed_s`).
+    /// The metric the verdict uses (default `elapsed_s`), or `outcome`: compare how the
+    /// iterations ended (exit status, timeout, crash) instead of a number.
     #[serde(default)]
     pub compare: Option<String>,
     /// Which direction of `compare` is better.
@@ -169,9 +170,9 @@ pub struct MeasureSnapshotSpec {
     /// How much of each verdict to keep (default `ratio_class`).
     #[serde(default)]
     pub verdict: Option<SnapshotVerdicts>,
-    /// Keep each VM's exit statuses of `run` (default true).
+    /// Keep how each iteration ended (`exit 0`, `timed out`, …; default true).
     #[serde(default)]
-    pub exit_status: Option<bool>,
+    pub outcome: Option<bool>,
     /// Metrics or counters kept as `0` or `> 0` (summed over the measured iterations).
     #[serde(default)]
     pub signs: Vec<String>,

@@ -8,7 +8,7 @@ pub mod snapshot;
 
 use std::fmt::Write as _;
 
-use crate::measure::analysis::{metric_value, MeasurementResult};
+use crate::measure::analysis::{metric_value, MeasurementResult, Outcome, VmResult, OUTCOME_METRIC};
 use crate::measure::plan::MeasurementPlan;
 use crate::run::{RunRecord, StepStatus};
 use crate::scenarios::nfs_read;
@@ -53,6 +53,9 @@ pub fn tables(a: &Analysis) -> String {
 /// columns), the ratio to the baseline, the verdict and `run`'s exit statuses; below it
 /// the derived metrics that moved.
 pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
+    if m.metric == OUTCOME_METRIC {
+        return outcome_table(m, p);
+    }
     let mut t = String::new();
     let better = match p.metric.better {
         crate::measure::spec::Better::Lower => "lower",
@@ -71,7 +74,7 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
     for c in &p.table {
         head.push_str(&format!(" {:>w$}", c, w = c.len().max(8)));
     }
-    head.push_str(&format!(" {:>6} {:<20} {}", "ratio", "verdict", "exit"));
+    head.push_str(&format!(" {:>6} {:<20} {}", "ratio", "verdict", "outcomes"));
     let _ = writeln!(t, "{head}");
     for v in &m.vms {
         let verdict = if v.vm == m.baseline { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
@@ -92,7 +95,7 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
             let median = crate::measure::stats::summarize(&values).map_or("-".into(), |s| fmt_value(s.median));
             line.push_str(&format!(" {:>w$}", median, w = c.len().max(8)));
         }
-        let exits: Vec<String> = v.exit_statuses.iter().map(|e| e.map_or("-".into(), |e| e.to_string())).collect();
+        let exits: Vec<String> = v.outcomes.iter().map(short_outcome).collect();
         line.push_str(&format!(
             " {:>6} {:<20} {}",
             v.ratio_to_baseline.map_or("-".into(), |x| format!("{x:.2}")),
@@ -114,10 +117,60 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
         }
         nfs_read::results::netem_line(&mut t, v);
     }
+    outcome_lines(&mut t, m, p);
     for pr in &m.problems {
         let _ = writeln!(t, "problem: {pr}");
     }
     t
+}
+
+/// The table of a measurement that compares outcomes (`compare: outcome`).
+fn outcome_table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "measurement {}: outcome (how each iteration ended)", m.name);
+    let _ = writeln!(t, "{:<42} {:<20} outcomes", "kernel (vm)", "verdict");
+    for v in &m.vms {
+        let verdict = if v.vm == m.baseline { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
+        let outcomes: Vec<String> = v.outcomes.iter().map(short_outcome).collect();
+        let _ =
+            writeln!(t, "{:<42} {:<20} {}", format!("{} ({})", v.kernel_release, v.vm), verdict, outcomes.join(" "));
+    }
+    outcome_lines(&mut t, m, p);
+    for pr in &m.problems {
+        let _ = writeln!(t, "problem: {pr}");
+    }
+    t
+}
+
+/// The line that says how the VMs' outcomes differ, when they do.
+fn outcome_lines(t: &mut String, m: &MeasurementResult, p: &MeasurementPlan) {
+    let mut words: Vec<String> = m.vms.iter().map(VmResult::outcome_words).collect();
+    words.dedup();
+    if words.len() > 1 {
+        let command = p.vms.first().map_or("", |v| v.commands.run.split_whitespace().next().unwrap_or(""));
+        let per_vm: Vec<String> = m
+            .vms
+            .iter()
+            .map(|v| {
+                let base = if v.vm == m.baseline { ", baseline" } else { "" };
+                format!("{} on {} ({}{base})", v.outcome_words(), v.kernel_release, v.vm)
+            })
+            .collect();
+        let _ = writeln!(t, "outcomes differ: `{command}` {}", per_vm.join("; "));
+    }
+}
+
+/// An outcome in the table's column: the exit status, `sig9`, `setup:32`, `timeout`,
+/// `crash`, `-` (not run).
+fn short_outcome(o: &Outcome) -> String {
+    match o {
+        Outcome::Exited { status } => status.to_string(),
+        Outcome::Signalled { signal } => format!("sig{signal}"),
+        Outcome::SetupFailed { status } => format!("setup:{}", status.map_or("?".into(), |s| s.to_string())),
+        Outcome::TimedOut => "timeout".into(),
+        Outcome::Crashed => "crash".into(),
+        Outcome::NotRun => "-".into(),
+    }
 }
 
 /// A column title for a metric: `s` for seconds, `MB/s`, else the name.

@@ -61,6 +61,11 @@ pub struct StepRecord {
     pub stderr: Option<String>,
     /// Error text for `error`/`timed_out`/`skipped`.
     pub error: Option<String>,
+    /// For a measured iteration that hung or whose guest died: the file with the kernel
+    /// log and the blocked tasks' stacks (or the console's last lines), relative to the
+    /// run folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<String>,
     /// Whether the suite asked for this step's stdout in its snapshot (`snapshot: true`).
     #[serde(default)]
     pub snapshot: bool,
@@ -238,6 +243,7 @@ mod tests {
             stdout: Some("vms/server/01-profile-nfs-server-2.4.19.stdout".into()),
             stderr: None,
             error: None,
+            diagnostics: None,
             snapshot: false,
         };
         let text = serde_json::to_string(&step).unwrap();

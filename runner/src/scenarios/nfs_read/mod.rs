@@ -222,7 +222,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         table: vec![],
         snapshot: SnapshotPolicy {
             verdict: n.snapshot_verdicts.unwrap_or_default(),
-            exit_status: true,
+            outcome: true,
             signs: vec![],
             sections: vec![],
         },

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{duration, is_name, limits, range, ValidationError};
+use crate::measure::analysis::OUTCOME_METRIC;
 use crate::measure::observer::{derived_metrics, ObserverKind};
 use crate::measure::script::BUILTIN_SECTIONS;
 use crate::measure::spec::{MeasureSpec, ObserverSpec};
@@ -236,17 +237,24 @@ fn check_one(
                 match all.get(name) {
                     Some(_) => Err(format!("{name} comes from an observer this measurement lacks; add it to `observe`")),
                     None => Err(format!(
-                        "{name:?} is not a metric: use elapsed_s, user_s, system_s, throughput_mb_s, a derived metric of the observers ({}) or a counter name (netstat.Ip.ReasmFails, nfs.client.rpc.retrans, mountstats.READ.transmissions)",
+                        "{name:?} is not a metric: use elapsed_s, user_s, system_s, throughput_mb_s, a derived metric of the observers ({}), a counter name (netstat.Ip.ReasmFails, nfs.client.rpc.retrans, mountstats.READ.transmissions), or (for `compare`) outcome",
                         all.keys().copied().collect::<Vec<_>>().join(", ")
                     )),
                 }
             }
         }
     };
-    if let Some(c) = &m.compare {
+    if let Some(c) = m.compare.as_deref().filter(|c| *c != OUTCOME_METRIC) {
         if let Err(e) = metric_ok(c) {
             rule(errs, format!("{k}.compare"), e);
         }
+    }
+    if m.compare.as_deref() == Some(OUTCOME_METRIC) && m.better.is_some() {
+        rule(
+            errs,
+            format!("{k}.better"),
+            "outcomes are the same or different, neither better nor worse; leave `better` out".into(),
+        );
     }
     for (j, name) in m.table.iter().enumerate() {
         if let Err(e) = metric_ok(name) {
