@@ -1,0 +1,713 @@
+//! `report.md` and `report.html`: a run folder as a bug report a kernel maintainer can
+//! read in a mail and re-run with one command.
+//!
+//! [`document`] is a pure function of the run folder's contents (`plan.json`,
+//! `run.json`, `results.json` as analysed, `environment.json`, the step outputs):
+//! the one-line summary in the kernel's regression style, the environment (host, QEMU,
+//! accel, vmrepro and its commit, the suite's SHA-256), each VM's kernel with its
+//! package or source hashes, the rootfs and guest package versions, the negotiated NFS
+//! mounts, the network conditions, what else than the kernel differs between compared
+//! VMs, the comparison in the kernel test robot's layout ([`super::lkp`]) with each
+//! verdict, the commands that reproduce it, and the raw output of one repeat per VM.
+//! [`write`] renders it into the run folder ([`super::document`]); `vmrepro run`
+//! calls it at the end of every run and `vmrepro report RUN_DIR` on any run folder.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::chart::{strip_chart, Series};
+use super::document::{self, Block, Document, Section};
+use super::lkp::{self, Row};
+use super::results::{analyse_dir, AnalyseError, Analysis};
+use crate::measure::analysis::{metric_value, IterationResult, MeasurementResult, VmResult};
+use crate::measure::spec::Better;
+use crate::measure::stats::{summarize, Summary, Verdict};
+use crate::run::environment::{self, Environment, KernelOrigin};
+use crate::run::record::read_json;
+use crate::run::{RunError, StepStatus, PLAN_FILE};
+use crate::scenarios::nfs_read;
+use crate::suite::spec::{Accel, VmNetSpec};
+
+/// Name of the text report in a run folder.
+pub const REPORT_MD: &str = "report.md";
+/// Name of the page in a run folder.
+pub const REPORT_HTML: &str = "report.html";
+
+/// What the report needs of a VM in `plan.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PlanVm {
+    /// Name.
+    pub name: String,
+    /// Kernel label.
+    pub kernel: String,
+    /// Rootfs recipe.
+    pub rootfs: String,
+    /// Address on the bridge.
+    pub address: String,
+    /// Memory, MiB.
+    pub memory_mib: u64,
+    /// vCPUs.
+    pub cpus: u32,
+    /// Requested acceleration.
+    pub accel: Accel,
+    /// Extra kernel command line.
+    #[serde(default)]
+    pub cmdline: Option<String>,
+    /// Network conditions of its NIC.
+    #[serde(default)]
+    pub net: Option<VmNetSpec>,
+    /// Its steps.
+    #[serde(default)]
+    pub steps: Vec<PlanStep>,
+}
+
+/// What the report needs of a step in `plan.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PlanStep {
+    /// Step name.
+    pub name: String,
+    /// Its script.
+    pub script: String,
+    /// Its kind (`user`, `scenario`, `measure`, …).
+    pub kind: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct PlanVms {
+    vms: Vec<PlanVm>,
+}
+
+/// The VMs of `plan.json` in run folder `dir`.
+///
+/// Errors: the file can't be read or parsed.
+pub fn plan_vms(dir: &Path) -> Result<Vec<PlanVm>, RunError> {
+    Ok(read_json::<PlanVms>(&dir.join(PLAN_FILE))?.vms)
+}
+
+/// Paths of the written reports.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// `report.md`.
+    pub markdown: PathBuf,
+    /// `report.html`.
+    pub html: PathBuf,
+}
+
+/// Analyses run folder `dir` again and writes its `report.md` and `report.html`.
+///
+/// Errors: see [`analyse_dir`]; a report can't be written.
+pub fn write(dir: &Path) -> Result<Written, AnalyseError> {
+    let a = analyse_dir(dir)?;
+    write_analysed(&a)
+}
+
+/// Writes the reports of an analysed run into its folder.
+///
+/// Errors: `plan.json` can't be read again, or a report can't be written.
+pub fn write_analysed(a: &Analysis) -> Result<Written, AnalyseError> {
+    let env = environment::read(&a.dir);
+    let vms = plan_vms(&a.dir)?;
+    let doc = document(a, env.as_ref(), &vms);
+    let md = a.dir.join(REPORT_MD);
+    let html = a.dir.join(REPORT_HTML);
+    std::fs::write(&md, document::markdown(&doc)).map_err(crate::run::io_err("writing", &md))?;
+    std::fs::write(&html, document::html(&doc)).map_err(crate::run::io_err("writing", &html))?;
+    Ok(Written { markdown: md, html })
+}
+
+/// The bundle file name `vmrepro bundle` suggests for run folder `dir` of `suite`:
+/// `<suite>-<run folder name>.tar.gz`.
+pub fn default_bundle_name(suite: &str, dir: &Path) -> String {
+    let stamp = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    format!("{suite}-{stamp}.tar.gz")
+}
+
+/// Unit of a metric for labels.
+pub fn unit_of(metric: &str) -> &'static str {
+    match metric {
+        "elapsed_s" | "user_s" | "system_s" => "s",
+        "throughput_mb_s" => "MB/s",
+        _ => "count",
+    }
+}
+
+/// How a candidate compares with its baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Worse beyond the noise (the verdict rule's `slower`/`worse`).
+    Regression,
+    /// Better beyond the noise.
+    Improvement,
+    /// Within the noise.
+    Same,
+    /// Not compared (no values).
+    Unknown,
+}
+
+/// The direction of `v`'s verdict.
+pub fn direction(v: &VmResult) -> Direction {
+    match v.comparison.as_ref().map(|c| c.verdict) {
+        Some(Verdict::Slower { .. }) => Direction::Regression,
+        Some(Verdict::Faster { .. }) => Direction::Improvement,
+        Some(Verdict::Same) => Direction::Same,
+        None => Direction::Unknown,
+    }
+}
+
+/// The metric's median change of `cand` against `base`, percent.
+fn pct(base: &VmResult, cand: &VmResult) -> Option<f64> {
+    let (b, c) = (base.metric.as_ref()?.median, cand.metric.as_ref()?.median);
+    (b != 0.0).then(|| (c - b) / b.abs() * 100.0)
+}
+
+fn who(v: &VmResult) -> String {
+    if v.kernel_release.is_empty() {
+        v.vm.clone()
+    } else {
+        format!("{} ({})", v.kernel_release, v.vm)
+    }
+}
+
+/// The report's first line: the largest regression (else improvement) in the kernel
+/// test robot's words, e.g. `nfs-udp-rto-carryover: nfs-read.elapsed_s +256.3%
+/// regression`, or `no change beyond noise`.
+pub fn headline(suite: &str, measurements: &[MeasurementResult]) -> String {
+    let mut best: Option<(Direction, f64, String)> = None;
+    for m in measurements {
+        let Some(base) = m.vm(&m.baseline) else { continue };
+        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
+            let d = direction(c);
+            let Some(p) = pct(base, c) else { continue };
+            if !matches!(d, Direction::Regression | Direction::Improvement) {
+                continue;
+            }
+            let rank = |d: Direction| u8::from(d == Direction::Regression);
+            let better = match &best {
+                None => true,
+                Some((bd, bp, _)) => (rank(d), p.abs()) > (rank(*bd), bp.abs()),
+            };
+            if better {
+                best = Some((d, p, format!("{}.{}", m.name, m.metric)));
+            }
+        }
+    }
+    match best {
+        Some((d, p, what)) => {
+            let word = if d == Direction::Regression { "regression" } else { "improvement" };
+            format!("[vmrepro] {suite}: {what} {p:+.1}% {word}")
+        }
+        None => {
+            let what = measurements.first().map(|m| format!(" in {}.{}", m.name, m.metric)).unwrap_or_default();
+            format!("[vmrepro] {suite}: no change beyond noise{what}")
+        }
+    }
+}
+
+/// The summary line of candidate `c` against `base` in measurement `m`.
+fn summary_line(m: &MeasurementResult, base: &VmResult, c: &VmResult) -> String {
+    let unit = unit_of(&m.metric);
+    let med = |v: &VmResult| v.metric.as_ref().map_or("-".into(), |s| lkp::fmt_value(s.median));
+    let change = pct(base, c).map_or(String::new(), |p| format!(" ({p:+.1}%)"));
+    let verdict = c.verdict.clone().unwrap_or_else(|| "not compared".into());
+    let word = match direction(c) {
+        Direction::Regression => "regression: ",
+        Direction::Improvement => "improvement: ",
+        Direction::Same => "no change beyond noise: ",
+        Direction::Unknown => "",
+    };
+    format!(
+        "{}.{}: {word}{} vs {}: median {} vs {} {unit}{change}, verdict {verdict}",
+        m.name,
+        m.metric,
+        who(c),
+        who(base),
+        med(c),
+        med(base)
+    )
+}
+
+fn counted(v: &VmResult) -> impl Iterator<Item = &IterationResult> {
+    v.iterations.iter().filter(|i| i.counted)
+}
+
+fn summary_of(v: &VmResult, f: impl Fn(&IterationResult) -> Option<f64>) -> Option<Summary> {
+    summarize(&counted(v).filter_map(f).collect::<Vec<_>>())
+}
+
+/// The value of a counter's change in an iteration: its delta, else (it appeared
+/// during `run`: `netstat -s` leaves zero counters out) its value, else 0.
+fn counter_value(i: &IterationResult, name: &str) -> f64 {
+    i.changed_counters
+        .get(name)
+        .map(|d| *d as f64)
+        .or_else(|| i.appeared_counters.get(name).map(|v| *v as f64))
+        .unwrap_or(0.0)
+}
+
+/// The rows of the comparison of `cand` with `base`: elapsed time, throughput, the
+/// metric (when it is neither), every derived metric and every counter that changed.
+pub fn comparison_rows(m: &MeasurementResult, base: &VmResult, cand: &VmResult) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let pair = |f: &dyn Fn(&IterationResult) -> Option<f64>| (summary_of(base, f), summary_of(cand, f));
+    let (b, c) = pair(&|i| i.elapsed_s);
+    rows.push(Row { name: "elapsed_s".into(), base: b, cand: c });
+    let (b, c) = pair(&|i| i.throughput_mb_s);
+    if b.is_some() || c.is_some() {
+        rows.push(Row { name: "throughput_mb_s".into(), base: b, cand: c });
+    }
+    if !matches!(m.metric.as_str(), "elapsed_s" | "throughput_mb_s") {
+        rows.push(Row { name: m.metric.clone(), base: base.metric.clone(), cand: cand.metric.clone() });
+    }
+    let derived: BTreeSet<&String> = base.totals.keys().chain(cand.totals.keys()).collect();
+    for d in derived {
+        if *d == m.metric {
+            continue;
+        }
+        let f = |i: &IterationResult| i.metrics.get(d.as_str()).copied().flatten().map(|x| x as f64);
+        let (b, c) = pair(&f);
+        if [&b, &c].iter().any(|s| s.as_ref().is_some_and(|s| s.max != 0.0 || s.min != 0.0)) {
+            rows.push(Row { name: d.clone(), base: b, cand: c });
+        }
+    }
+    let names: BTreeSet<&String> = counted(base)
+        .chain(counted(cand))
+        .flat_map(|i| i.changed_counters.keys().chain(i.appeared_counters.keys()))
+        .collect();
+    for n in names {
+        let f = |i: &IterationResult| Some(counter_value(i, n));
+        let (b, c) = pair(&f);
+        rows.push(Row { name: n.clone(), base: b, cand: c });
+    }
+    rows
+}
+
+fn vm_of<'a>(vms: &'a [PlanVm], name: &str) -> Option<&'a PlanVm> {
+    vms.iter().find(|v| v.name == name)
+}
+
+/// A VM's network conditions in words (`None`: the kernel's defaults).
+pub fn net_words(net: &VmNetSpec) -> String {
+    let mut parts = Vec::new();
+    if let Some(e) = &net.egress {
+        let mut q = Vec::new();
+        for (k, v) in [
+            ("loss", &e.loss),
+            ("delay", &e.delay),
+            ("jitter", &e.jitter),
+            ("rate", &e.rate),
+            ("reorder", &e.reorder),
+            ("duplicate", &e.duplicate),
+        ] {
+            if let Some(v) = v {
+                q.push(format!("{k} {v}"));
+            }
+        }
+        if let Some(l) = e.limit {
+            q.push(format!("limit {l}"));
+        }
+        if let Some(s) = e.seed {
+            q.push(format!("seed {s}"));
+        }
+        let to = if e.to.is_empty() { "all packets".to_string() } else { format!("packets to {}", e.to.join(", ")) };
+        parts.push(format!("netem on its egress ({to}): {}", q.join(", ")));
+    }
+    if net.offloads == Some(false) {
+        parts.push("TSO/GSO/GRO off, gso_max_segs 1".into());
+    }
+    parts.join("; ")
+}
+
+/// What differs between VMs `a` (the baseline) and `b` besides the kernel.
+pub fn environment_differences(a: &Analysis, vms: &[PlanVm], base: &str, cand: &str) -> Vec<String> {
+    let (Some(x), Some(y)) = (vm_of(vms, base), vm_of(vms, cand)) else {
+        return vec![format!("{base} or {cand} is missing from plan.json")];
+    };
+    let mut d = Vec::new();
+    let diff = |what: &str, p: String, q: String| (p != q).then(|| format!("{what}: {base} {p}, {cand} {q}"));
+    d.extend(diff("memory", format!("{} MiB", x.memory_mib), format!("{} MiB", y.memory_mib)));
+    d.extend(diff("vCPUs", x.cpus.to_string(), y.cpus.to_string()));
+    d.extend(diff("requested accel", format!("{:?}", x.accel).to_lowercase(), format!("{:?}", y.accel).to_lowercase()));
+    let used = |n: &str| a.record.vm(n).map(|v| format!("{:?}", v.accel).to_lowercase()).unwrap_or_default();
+    d.extend(diff("accel used", used(base), used(cand)));
+    d.extend(diff("rootfs", x.rootfs.clone(), y.rootfs.clone()));
+    d.extend(diff(
+        "kernel command line",
+        x.cmdline.clone().unwrap_or_else(|| "(none added)".into()),
+        y.cmdline.clone().unwrap_or_else(|| "(none added)".into()),
+    ));
+    let words = |n: &Option<VmNetSpec>| n.as_ref().map(net_words).unwrap_or_else(|| "kernel defaults".into());
+    d.extend(diff("network conditions of its NIC", words(&x.net), words(&y.net)));
+    for other in vms {
+        let Some(e) = other.net.as_ref().and_then(|n| n.egress.as_ref()) else { continue };
+        if e.to.is_empty() || other.name == base || other.name == cand {
+            continue;
+        }
+        let (p, q) = (e.to.contains(&x.name), e.to.contains(&y.name));
+        if p != q {
+            let hit = if p { base } else { cand };
+            d.push(format!("netem on {}'s egress applies to packets to {hit} only", other.name));
+        }
+    }
+    if let Some(n) = &a.plan.nfs_read {
+        d.extend(diff("mount options", n.mount_options_of(base).to_string(), n.mount_options_of(cand).to_string()));
+    }
+    if let Some(n) = &a.results.nfs_read {
+        let opts = |vm: &str| n.clients.iter().find(|c| c.vm == vm).map(|c| c.mount.options.clone());
+        if let (Some(p), Some(q)) = (opts(base), opts(cand)) {
+            d.extend(diff("negotiated mount", p, q));
+        }
+    }
+    // Steps other than the measurement's own: setup a suite gives one VM and not the other.
+    let setup = |v: &PlanVm| -> BTreeMap<String, String> {
+        v.steps
+            .iter()
+            .filter(|s| matches!(s.kind.as_str(), "user" | "scenario" | "net_conditions" | "profile"))
+            .map(|s| (s.name.clone(), s.script.clone()))
+            .collect()
+    };
+    let (sx, sy) = (setup(x), setup(y));
+    for name in sx.keys().chain(sy.keys()).collect::<BTreeSet<_>>() {
+        match (sx.get(name), sy.get(name)) {
+            (Some(p), Some(q)) if p != q => d.push(format!("step {name} runs a different script on {base} and {cand}")),
+            (Some(_), None) => d.push(format!("step {name} runs on {base} only")),
+            (None, Some(_)) => d.push(format!("step {name} runs on {cand} only")),
+            _ => {}
+        }
+    }
+    d
+}
+
+fn kernel_lines(env: Option<&Environment>, a: &Analysis, vms: &[PlanVm]) -> String {
+    let mut t = String::new();
+    for v in vms {
+        let info = env.and_then(|e| e.kernels.iter().find(|k| k.vm == v.name));
+        let release = info
+            .map(|k| k.release.clone())
+            .filter(|r| !r.is_empty())
+            .or_else(|| a.record.vm(&v.name).map(|r| r.kernel_release.clone()))
+            .unwrap_or_default();
+        t.push_str(&format!("{}: {release}\n", v.name));
+        match info.map(|k| &k.origin) {
+            Some(KernelOrigin::Debian { package, version, suite, filename, size, sha256 }) => {
+                t.push_str(&format!("  package {package} {version} ({suite})\n"));
+                t.push_str(&format!("  archive path {filename} ({size} bytes)\n"));
+                t.push_str(&format!("  sha256 {sha256}\n"));
+            }
+            Some(KernelOrigin::Source { package, version, sha256, fragments, patches, config_sha256 }) => {
+                t.push_str(&format!("  built from source package {package} {version}\n"));
+                t.push_str(&format!("  sha256 {sha256}\n"));
+                t.push_str("  base config: make defconfig + kvm_guest.config\n");
+                for f in fragments {
+                    t.push_str(&format!("  fragment {}\n    sha256 {}\n", f.path, f.sha256));
+                }
+                for p in patches {
+                    t.push_str(&format!("  patch {}\n    sha256 {}\n", p.path, p.sha256));
+                }
+                if let Some(c) = config_sha256 {
+                    t.push_str(&format!("  final .config sha256 {c}\n"));
+                }
+            }
+            Some(KernelOrigin::Local { image, modules }) => {
+                t.push_str(&format!("  local image {}\n  sha256 {}\n", image.path, image.sha256));
+                if let Some(m) = modules {
+                    t.push_str(&format!("  modules {m}\n"));
+                }
+            }
+            None => t.push_str(&format!("  {} (environment.json not recorded)\n", v.kernel)),
+        }
+    }
+    t
+}
+
+/// The report of an analysed run: `env` from `environment.json` (absent for runs of
+/// vmrepro before it), `vms` from `plan.json`.
+pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Document {
+    let r = &a.results;
+    let rec = &a.record;
+    let mut doc = Document { title: headline(&r.suite, &r.measurements), sections: vec![] };
+
+    // Summary.
+    let mut s = Section::new("Summary");
+    let mut lines = Vec::new();
+    for m in &r.measurements {
+        let Some(base) = m.vm(&m.baseline) else { continue };
+        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
+            lines.push(summary_line(m, base, c));
+        }
+    }
+    if lines.is_empty() {
+        lines.push("The suite has no measurement: see the steps below.".into());
+    }
+    s.push(Block::Items(lines));
+    let repeats = r.measurements.first().and_then(|m| m.vms.first()).map_or(0, |v| v.iterations.len());
+    let mut about = format!("Suite {}: run {}, started {}", rec.suite, status_word(rec.status), rec.started);
+    if repeats > 0 {
+        about.push_str(&format!(", {repeats} repeat(s) per VM"));
+    }
+    about.push_str(". Verdict rule (0-day/mmtests practice): a change is flagged only when the medians differ by more than 10% and the ranges of the repeats do not overlap.");
+    s.push(Block::Para(about));
+    doc.sections.push(s);
+
+    // Environment.
+    let mut s = Section::new("Environment");
+    let mut f = Vec::new();
+    match env {
+        Some(e) => {
+            f.push(("host kernel".into(), e.host.kernel.clone()));
+            f.push(("CPU".into(), format!("{} ({} CPUs usable)", e.host.cpu_model, e.host.cpus)));
+            f.push(("QEMU".into(), e.host.qemu_version.clone()));
+        }
+        None => f.push(("host".into(), "not recorded (run made before environment.json)".into())),
+    }
+    let accel = rec.accel.map_or("-".to_string(), |x| format!("{x:?}").to_lowercase());
+    f.push(("accel".into(), accel));
+    if let Some(e) = env {
+        f.push(("vmrepro".into(), format!("{} (git commit {})", e.vmrepro.version, e.vmrepro.git_commit)));
+        let path = e.suite.relative_path.clone().unwrap_or_else(|| rec.suite_file.clone());
+        f.push(("suite file".into(), path));
+        f.push(("suite sha256".into(), e.suite.sha256.clone()));
+    }
+    s.push(Block::Fields(f));
+    if let Some(n) = &rec.accel_notice {
+        s.push(Block::Para(n.trim_start_matches("notice: ").to_string()));
+    }
+    for n in env.map(|e| e.notes.as_slice()).unwrap_or_default() {
+        s.push(Block::Para(format!("Not recorded: {n}")));
+    }
+    doc.sections.push(s);
+
+    // Kernels.
+    let mut s = Section::new("Kernels");
+    s.push(Block::Table(kernel_lines(env, a, vms)));
+    doc.sections.push(s);
+
+    // Guest userspace.
+    let mut s = Section::new("Guest userspace");
+    match env {
+        Some(e) if !e.rootfs.is_empty() => {
+            for rf in &e.rootfs {
+                let users: Vec<&str> = vms.iter().filter(|v| v.rootfs == rf.name).map(|v| v.name.as_str()).collect();
+                let mut t = format!("rootfs {} (used by {})\n", rf.name, users.join(", "));
+                t.push_str(&format!("  recipe images/rootfs/{}.yaml sha256 {}\n", rf.name, rf.recipe_sha256));
+                t.push_str(&format!("  cache key (recipe, overlay, init) {}\n", rf.cache_key));
+                if rf.packages.is_empty() {
+                    t.push_str("  package versions: not recorded\n");
+                }
+                for (p, v) in &rf.packages {
+                    t.push_str(&format!("  {p:<18} {v}\n"));
+                }
+                s.push(Block::Table(t));
+            }
+            s.push(Block::Para(format!(
+                "Package versions were read from {}.",
+                e.rootfs.first().map_or("", |r| r.packages_source.as_str())
+            )));
+        }
+        _ => {
+            s.push(Block::Para("Not recorded (run made before environment.json).".into()));
+        }
+    }
+    doc.sections.push(s);
+
+    // NFS mounts.
+    if let Some(n) = &r.nfs_read {
+        let mut s = Section::new("NFS mounts");
+        let mut t = String::new();
+        t.push_str(&format!("server {} ({})\n", n.server.vm, n.server.kernel_release));
+        for (k, v) in &n.server.profile {
+            t.push_str(&format!("  {k}: {v}\n"));
+        }
+        for c in &n.clients {
+            let m = &c.mount;
+            t.push_str(&format!(
+                "{}: vers={} proto={} rsize={} wsize={} read_ahead_kb={}\n  {}\n",
+                c.vm,
+                m.nfs_version.as_deref().unwrap_or("?"),
+                m.transport.as_deref().unwrap_or("?"),
+                m.rsize.map_or("?".into(), |x| x.to_string()),
+                m.wsize.map_or("?".into(), |x| x.to_string()),
+                m.read_ahead_kb.map_or("?".into(), |x| x.to_string()),
+                m.options
+            ));
+        }
+        s.push(Block::Table(t));
+        if let Some(p) = &a.plan.nfs_read {
+            s.push(Block::Para(format!(
+                "File {} ({} bytes) on the server's export {}, read with `cat` on a fresh mount with dropped caches each time; mount options asked for: {}.",
+                p.file_name, p.file_bytes, p.export, p.mount_options
+            )));
+        }
+        for note in &n.notes {
+            s.push(Block::Para(format!("Note: {note}")));
+        }
+        doc.sections.push(s);
+    }
+
+    // Network conditions.
+    let mut s = Section::new("Network conditions");
+    let applied: Vec<String> =
+        vms.iter().filter_map(|v| v.net.as_ref().map(|n| format!("{}: {}", v.name, net_words(n)))).collect();
+    if applied.is_empty() {
+        s.push(Block::Para(format!(
+            "None: every NIC ran with the kernel's defaults on the run's private bridge (subnet {}, MTU {}).",
+            rec.subnet, rec.mtu
+        )));
+    } else {
+        s.push(Block::Items(applied));
+        s.push(Block::Para(format!(
+            "Applied inside the guests with tc/ethtool before any step, on the run's private bridge (subnet {}, MTU {}).",
+            rec.subnet, rec.mtu
+        )));
+    }
+    doc.sections.push(s);
+
+    // Environment differences.
+    let mut s = Section::new("Environment differences");
+    let mut items = Vec::new();
+    for m in &r.measurements {
+        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
+            let d = environment_differences(a, vms, &m.baseline, &c.vm);
+            let same_kernel = vm_of(vms, &m.baseline).map(|v| &v.kernel) == vm_of(vms, &c.vm).map(|v| &v.kernel);
+            if d.is_empty() {
+                items.push(if same_kernel {
+                    format!("{} vs {}: same kernel and same settings; only their name, address and MAC differ (an A/A comparison: any difference is noise).", c.vm, m.baseline)
+                } else {
+                    format!("{} vs {}: they differ only in their kernel.", c.vm, m.baseline)
+                });
+            } else {
+                let k = if same_kernel { "" } else { "the kernel, and " };
+                items.push(format!("{} vs {}: they differ in {k}{}.", c.vm, m.baseline, d.join("; ")));
+            }
+        }
+    }
+    if items.is_empty() {
+        items.push("No comparison in this suite.".into());
+    }
+    s.push(Block::Items(items));
+    doc.sections.push(s);
+
+    // Comparison.
+    let mut s = Section::new("Comparison");
+    for m in &r.measurements {
+        let better = match m.better {
+            Better::Lower => "lower is better",
+            Better::Higher => "higher is better",
+        };
+        let n = m.vms.first().map_or(0, |v| v.iterations.iter().filter(|i| i.counted).count());
+        s.push(Block::Para(format!(
+            "Measurement {}: metric {} ({better}), {n} counted repeat(s) per VM, baseline {}. value = median of the repeats, %stddev = standard deviation / mean, %change = candidate vs baseline; counters are deltas over the measured command.",
+            m.name, m.metric, m.baseline
+        )));
+        let Some(base) = m.vm(&m.baseline) else { continue };
+        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
+            let mut t = format!("baseline:  {}\ncandidate: {}\n\n", who(base), who(c));
+            t.push_str(&lkp::table(&base.vm, &c.vm, &comparison_rows(m, base, c)));
+            t.push_str(&format!(
+                "\nverdict ({}): {}\n",
+                m.metric,
+                c.verdict.clone().unwrap_or_else(|| "not compared".into())
+            ));
+            s.push(Block::Table(t));
+        }
+        let series: Vec<Series> = m
+            .vms
+            .iter()
+            .map(|v| Series {
+                vm: v.vm.clone(),
+                release: v.kernel_release.clone(),
+                values: counted(v).filter_map(|i| metric_value(&m.metric, i)).collect(),
+                median: v.metric.as_ref().map(|s| s.median),
+                baseline: v.vm == m.baseline,
+                verdict: v.verdict.clone().unwrap_or_else(|| "-".into()),
+            })
+            .collect();
+        s.push(Block::Chart(strip_chart(&format!("{}: {}", m.name, m.metric), unit_of(&m.metric), &series)));
+    }
+    if r.measurements.is_empty() {
+        s.push(Block::Para("The suite has no measurement.".into()));
+    }
+    doc.sections.push(s);
+
+    // Steps and problems.
+    let mut problems: Vec<String> = r.problems();
+    for v in &rec.vms {
+        for st in v.steps.iter().filter(|s| s.status != StepStatus::Passed) {
+            let why = st.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
+            problems.push(format!("step {}/{} {}{why}", v.name, st.name, st.status));
+        }
+    }
+    if let Some(e) = &rec.error {
+        problems.push(format!("run: {e}"));
+    }
+    let steps: usize = rec.vms.iter().map(|v| v.steps.len()).sum();
+    let mut s = Section::new("Steps and problems");
+    if problems.is_empty() {
+        s.push(Block::Para(format!("All {steps} steps of {} VMs passed; no check failed.", rec.vms.len())));
+    } else {
+        s.push(Block::Items(problems));
+    }
+    doc.sections.push(s);
+
+    // Reproduce.
+    let mut s = Section::new("Reproduce");
+    let suite_path =
+        env.and_then(|e| e.suite.relative_path.clone()).unwrap_or_else(|| format!("suites/{}.yaml", rec.suite));
+    let bundle = default_bundle_name(&rec.suite, &a.dir);
+    let commit = env.map_or("unknown".to_string(), |e| e.vmrepro.git_commit.clone());
+    s.push(Block::Para(format!(
+        "With vmrepro at git commit {commit} (a checkout of that commit; Debian 12 host, QEMU from bookworm-backports, see the README):"
+    )));
+    s.push(Block::Table(format!(".ci/install-deps\ncargo build --release\ntarget/release/vmrepro run {suite_path}\n")));
+    s.push(Block::Para(
+        "From the bundle attached to this report (the suite and every file it uses, the pinned image entries, the raw outputs; replay checks the packages' SHA-256, re-runs the suite and prints then against now per VM):"
+            .into(),
+    ));
+    s.push(Block::Table(format!("vmrepro replay {bundle}\nnix run .#reproduce -- {bundle}\n")));
+    doc.sections.push(s);
+
+    // Appendix.
+    let mut s = Section::new("Appendix: raw outputs of one repeat per VM");
+    for m in &r.measurements {
+        for v in &m.vms {
+            let Some(it) = v.iterations.iter().find(|i| i.counted).or(v.iterations.first()) else { continue };
+            let nfs_file = format!("nfs/{}/read-{}.txt", v.vm, it.iteration);
+            let (caption, text) = if m.preset.as_deref() == Some(nfs_read::SCENARIO) && a.dir.join(&nfs_file).is_file()
+            {
+                (
+                    format!(
+                        "{}, {} repeat {} ({nfs_file}): uname -r, GNU time, netstat -s and nfsstat after the read",
+                        v.vm, m.name, it.iteration
+                    ),
+                    std::fs::read_to_string(a.dir.join(&nfs_file)).unwrap_or_default(),
+                )
+            } else {
+                let step = rec.vm(&v.vm).and_then(|x| x.step(&it.step));
+                let rel = step.and_then(|s| s.stdout.clone()).unwrap_or_default();
+                (
+                    format!("{}, {} repeat {} ({rel})", v.vm, m.name, it.iteration),
+                    step.and_then(|s| s.stdout_text(&a.dir).ok()).unwrap_or_default(),
+                )
+            };
+            s.push(Block::Raw { caption, text });
+        }
+    }
+    if s.blocks.is_empty() {
+        for v in &rec.vms {
+            for st in v.steps.iter().filter(|s| s.stdout.is_some()) {
+                let text = st.stdout_text(&a.dir).unwrap_or_default();
+                s.push(Block::Raw {
+                    caption: format!("{}/{} ({})", v.name, st.name, st.stdout.as_deref().unwrap_or("")),
+                    text,
+                });
+            }
+        }
+    }
+    doc.sections.push(s);
+    doc
+}
+
+fn status_word(s: crate::run::RunStatus) -> String {
+    serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
