@@ -350,6 +350,7 @@ async fn replay(bundle: &Path, results: PathBuf, junit: Option<&Path>, cache: Ca
     match &r.now {
         Some(a) => {
             print!("{}", render(a));
+            println!("report: {}", a.dir.join(crate::report::published::REPORT_MD).display());
             write_junit(junit, &crate::report::junit::junit(&a.record, Some(&a.results)));
         }
         None => {

@@ -63,8 +63,7 @@ pub fn diff(then: &Results, now: &Results, then_label: &str, now_label: &str) ->
         let b = now.measurements.iter().find(|m| &m.name == name);
         let m = b.or(a).expect("in one of them");
         let _ = writeln!(t, "\nmeasurement {name}: median {} ({then_label} → {now_label})", m.metric);
-        let _ = writeln!(
-            t,
+        let head = format!(
             "{:<14} {:<30} {:>10} {:>10} {:>8}  {:<20} {:<20}",
             "VM",
             "kernel",
@@ -74,6 +73,7 @@ pub fn diff(then: &Results, now: &Results, then_label: &str, now_label: &str) ->
             format!("verdict {then_label}"),
             format!("verdict {now_label}")
         );
+        let _ = writeln!(t, "{}", head.trim_end());
         let vms: Vec<&String> = {
             let mut seen = BTreeSet::new();
             a.into_iter().chain(b).flat_map(|m| m.vms.iter().map(|v| &v.vm)).filter(|n| seen.insert(*n)).collect()
@@ -99,8 +99,7 @@ pub fn diff(then: &Results, now: &Results, then_label: &str, now_label: &str) ->
             if !agree {
                 d.disagreements.push(format!("{name}/{vm}: {wa} → {wb}"));
             }
-            let _ = writeln!(
-                t,
+            let row = format!(
                 "{:<14} {:<30} {:>10} {:>10} {:>8}  {:<20} {:<20}{}",
                 vm,
                 kernel,
@@ -111,6 +110,7 @@ pub fn diff(then: &Results, now: &Results, then_label: &str, now_label: &str) ->
                 verdict_full(vb, base_b),
                 if agree { "" } else { "  << differs" }
             );
+            let _ = writeln!(t, "{}", row.trim_end());
             let keys: BTreeSet<&String> = va.into_iter().chain(vb).flat_map(|v| v.totals.keys()).collect();
             let total = |v: Option<&VmResult>, k: &str| {
                 v.and_then(|v| v.totals.get(k).copied().flatten()).map_or("-".to_string(), |x| x.to_string())
