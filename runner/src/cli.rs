@@ -287,11 +287,11 @@ fn bundle(run_dir: &Path, output: Option<PathBuf>, with_images: bool, images: Op
     match bundle(run_dir, &out, &opts) {
         Ok(s) => {
             println!(
-                "bundle: {} ({:.1} MB, {} files, {:.1} MB unpacked{})",
+                "bundle: {} ({}, {} files, {} unpacked{})",
                 s.path.display(),
-                s.bytes as f64 / 1e6,
+                human_bytes(s.bytes),
                 s.files,
-                s.unpacked_bytes as f64 / 1e6,
+                human_bytes(s.unpacked_bytes),
                 if s.info.with_images { ", with the kernels" } else { "" }
             );
             for l in &s.info.cut_logs {
@@ -310,6 +310,15 @@ fn bundle(run_dir: &Path, output: Option<PathBuf>, with_images: bool, images: Op
             eprintln!("error: {e}");
             exit::CONFIG_ERROR
         }
+    }
+}
+
+/// `75.5 kB`, `81.5 MB` (10^3 and 10^6 bytes).
+fn human_bytes(n: u64) -> String {
+    if n >= 1_000_000 {
+        format!("{:.1} MB", n as f64 / 1e6)
+    } else {
+        format!("{:.1} kB", n as f64 / 1e3)
     }
 }
 
