@@ -11,80 +11,29 @@
 //! verdict, the commands that reproduce it, and the raw output of one repeat per VM.
 //! [`write`] renders it into the run folder ([`super::document`]); `vmrepro run`
 //! calls it at the end of every run and `vmrepro report RUN_DIR` on any run folder.
+mod comparison;
+mod differences;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-use serde::Deserialize;
 
 use super::chart::{strip_chart, Series};
 use super::document::{self, Block, Document, Section};
-use super::lkp::{self, Row};
+use super::lkp;
 use super::results::{analyse_dir, AnalyseError, Analysis};
-use crate::measure::analysis::{metric_value, IterationResult, MeasurementResult, VmResult};
+use crate::measure::analysis::metric_value;
 use crate::measure::spec::Better;
-use crate::measure::stats::{summarize, Summary, Verdict};
 use crate::run::environment::{self, Environment, KernelOrigin};
-use crate::run::record::read_json;
-use crate::run::{RunError, StepStatus, PLAN_FILE};
+use crate::run::StepStatus;
 use crate::scenarios::nfs_read;
-use crate::suite::spec::{Accel, VmNetSpec};
+pub use comparison::{comparison_rows, direction, headline, unit_of, Direction};
+use comparison::{counted, summary_line, who};
+use differences::vm_of;
+pub use differences::{environment_differences, net_words, plan_vms, PlanStep, PlanVm};
 
 /// Name of the text report in a run folder.
 pub const REPORT_MD: &str = "report.md";
 /// Name of the page in a run folder.
 pub const REPORT_HTML: &str = "report.html";
-
-/// What the report needs of a VM in `plan.json`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct PlanVm {
-    /// Name.
-    pub name: String,
-    /// Kernel label.
-    pub kernel: String,
-    /// Rootfs recipe.
-    pub rootfs: String,
-    /// Address on the bridge.
-    pub address: String,
-    /// Memory, MiB.
-    pub memory_mib: u64,
-    /// vCPUs.
-    pub cpus: u32,
-    /// Requested acceleration.
-    pub accel: Accel,
-    /// Extra kernel command line.
-    #[serde(default)]
-    pub cmdline: Option<String>,
-    /// Network conditions of its NIC.
-    #[serde(default)]
-    pub net: Option<VmNetSpec>,
-    /// Its steps.
-    #[serde(default)]
-    pub steps: Vec<PlanStep>,
-}
-
-/// What the report needs of a step in `plan.json`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct PlanStep {
-    /// Step name.
-    pub name: String,
-    /// Its script.
-    pub script: String,
-    /// Its kind (`user`, `scenario`, `measure`, …).
-    pub kind: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct PlanVms {
-    vms: Vec<PlanVm>,
-}
-
-/// The VMs of `plan.json` in run folder `dir`.
-///
-/// Errors: the file can't be read or parsed.
-pub fn plan_vms(dir: &Path) -> Result<Vec<PlanVm>, RunError> {
-    Ok(read_json::<PlanVms>(&dir.join(PLAN_FILE))?.vms)
-}
 
 /// Paths of the written reports.
 #[derive(Debug, Clone)]
@@ -122,261 +71,6 @@ pub fn write_analysed(a: &Analysis) -> Result<Written, AnalyseError> {
 pub fn default_bundle_name(suite: &str, dir: &Path) -> String {
     let stamp = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     format!("{suite}-{stamp}.tar.gz")
-}
-
-/// Unit of a metric for labels.
-pub fn unit_of(metric: &str) -> &'static str {
-    match metric {
-        "elapsed_s" | "user_s" | "system_s" => "s",
-        "throughput_mb_s" => "MB/s",
-        _ => "count",
-    }
-}
-
-/// How a candidate compares with its baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// Worse beyond the noise (the verdict rule's `slower`/`worse`).
-    Regression,
-    /// Better beyond the noise.
-    Improvement,
-    /// Within the noise.
-    Same,
-    /// Not compared (no values).
-    Unknown,
-}
-
-/// The direction of `v`'s verdict.
-pub fn direction(v: &VmResult) -> Direction {
-    match v.comparison.as_ref().map(|c| c.verdict) {
-        Some(Verdict::Slower { .. }) => Direction::Regression,
-        Some(Verdict::Faster { .. }) => Direction::Improvement,
-        Some(Verdict::Same) => Direction::Same,
-        None => Direction::Unknown,
-    }
-}
-
-/// The metric's median change of `cand` against `base`, percent.
-fn pct(base: &VmResult, cand: &VmResult) -> Option<f64> {
-    let (b, c) = (base.metric.as_ref()?.median, cand.metric.as_ref()?.median);
-    (b != 0.0).then(|| (c - b) / b.abs() * 100.0)
-}
-
-fn who(v: &VmResult) -> String {
-    if v.kernel_release.is_empty() {
-        v.vm.clone()
-    } else {
-        format!("{} ({})", v.kernel_release, v.vm)
-    }
-}
-
-/// The report's first line: the largest regression (else improvement) in the kernel
-/// test robot's words, e.g. `nfs-udp-rto-carryover: nfs-read.elapsed_s +256.3%
-/// regression`, or `no change beyond noise`.
-pub fn headline(suite: &str, measurements: &[MeasurementResult]) -> String {
-    let mut best: Option<(Direction, f64, String)> = None;
-    for m in measurements {
-        let Some(base) = m.vm(&m.baseline) else { continue };
-        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
-            let d = direction(c);
-            let Some(p) = pct(base, c) else { continue };
-            if !matches!(d, Direction::Regression | Direction::Improvement) {
-                continue;
-            }
-            let rank = |d: Direction| u8::from(d == Direction::Regression);
-            let better = match &best {
-                None => true,
-                Some((bd, bp, _)) => (rank(d), p.abs()) > (rank(*bd), bp.abs()),
-            };
-            if better {
-                best = Some((d, p, format!("{}.{}", m.name, m.metric)));
-            }
-        }
-    }
-    match best {
-        Some((d, p, what)) => {
-            let word = if d == Direction::Regression { "regression" } else { "improvement" };
-            format!("[vmrepro] {suite}: {what} {p:+.1}% {word}")
-        }
-        None => {
-            let what = measurements.first().map(|m| format!(" in {}.{}", m.name, m.metric)).unwrap_or_default();
-            format!("[vmrepro] {suite}: no change beyond noise{what}")
-        }
-    }
-}
-
-/// The summary line of candidate `c` against `base` in measurement `m`.
-fn summary_line(m: &MeasurementResult, base: &VmResult, c: &VmResult) -> String {
-    let unit = unit_of(&m.metric);
-    let med = |v: &VmResult| v.metric.as_ref().map_or("-".into(), |s| lkp::fmt_value(s.median));
-    let change = pct(base, c).map_or(String::new(), |p| format!(" ({p:+.1}%)"));
-    let verdict = c.verdict.clone().unwrap_or_else(|| "not compared".into());
-    let word = match direction(c) {
-        Direction::Regression => "regression: ",
-        Direction::Improvement => "improvement: ",
-        Direction::Same => "no change beyond noise: ",
-        Direction::Unknown => "",
-    };
-    format!(
-        "{}.{}: {word}{} vs {}: median {} vs {} {unit}{change}, verdict {verdict}",
-        m.name,
-        m.metric,
-        who(c),
-        who(base),
-        med(c),
-        med(base)
-    )
-}
-
-fn counted(v: &VmResult) -> impl Iterator<Item = &IterationResult> {
-    v.iterations.iter().filter(|i| i.counted)
-}
-
-fn summary_of(v: &VmResult, f: impl Fn(&IterationResult) -> Option<f64>) -> Option<Summary> {
-    summarize(&counted(v).filter_map(f).collect::<Vec<_>>())
-}
-
-/// The value of a counter's change in an iteration: its delta, else (it appeared
-/// during `run`: `netstat -s` leaves zero counters out) its value, else 0.
-fn counter_value(i: &IterationResult, name: &str) -> f64 {
-    i.changed_counters
-        .get(name)
-        .map(|d| *d as f64)
-        .or_else(|| i.appeared_counters.get(name).map(|v| *v as f64))
-        .unwrap_or(0.0)
-}
-
-/// The rows of the comparison of `cand` with `base`: elapsed time, throughput, the
-/// metric (when it is neither), every derived metric and every counter that changed.
-pub fn comparison_rows(m: &MeasurementResult, base: &VmResult, cand: &VmResult) -> Vec<Row> {
-    let mut rows = Vec::new();
-    let pair = |f: &dyn Fn(&IterationResult) -> Option<f64>| (summary_of(base, f), summary_of(cand, f));
-    let (b, c) = pair(&|i| i.elapsed_s);
-    rows.push(Row { name: "elapsed_s".into(), base: b, cand: c });
-    let (b, c) = pair(&|i| i.throughput_mb_s);
-    if b.is_some() || c.is_some() {
-        rows.push(Row { name: "throughput_mb_s".into(), base: b, cand: c });
-    }
-    if !matches!(m.metric.as_str(), "elapsed_s" | "throughput_mb_s") {
-        rows.push(Row { name: m.metric.clone(), base: base.metric.clone(), cand: cand.metric.clone() });
-    }
-    let derived: BTreeSet<&String> = base.totals.keys().chain(cand.totals.keys()).collect();
-    for d in derived {
-        if *d == m.metric {
-            continue;
-        }
-        let f = |i: &IterationResult| i.metrics.get(d.as_str()).copied().flatten().map(|x| x as f64);
-        let (b, c) = pair(&f);
-        if [&b, &c].iter().any(|s| s.as_ref().is_some_and(|s| s.max != 0.0 || s.min != 0.0)) {
-            rows.push(Row { name: d.clone(), base: b, cand: c });
-        }
-    }
-    let names: BTreeSet<&String> = counted(base)
-        .chain(counted(cand))
-        .flat_map(|i| i.changed_counters.keys().chain(i.appeared_counters.keys()))
-        .collect();
-    for n in names {
-        let f = |i: &IterationResult| Some(counter_value(i, n));
-        let (b, c) = pair(&f);
-        rows.push(Row { name: n.clone(), base: b, cand: c });
-    }
-    rows
-}
-
-fn vm_of<'a>(vms: &'a [PlanVm], name: &str) -> Option<&'a PlanVm> {
-    vms.iter().find(|v| v.name == name)
-}
-
-/// A VM's network conditions in words (`None`: the kernel's defaults).
-pub fn net_words(net: &VmNetSpec) -> String {
-    let mut parts = Vec::new();
-    if let Some(e) = &net.egress {
-        let mut q = Vec::new();
-        for (k, v) in [
-            ("loss", &e.loss),
-            ("delay", &e.delay),
-            ("jitter", &e.jitter),
-            ("rate", &e.rate),
-            ("reorder", &e.reorder),
-            ("duplicate", &e.duplicate),
-        ] {
-            if let Some(v) = v {
-                q.push(format!("{k} {v}"));
-            }
-        }
-        if let Some(l) = e.limit {
-            q.push(format!("limit {l}"));
-        }
-        if let Some(s) = e.seed {
-            q.push(format!("seed {s}"));
-        }
-        let to = if e.to.is_empty() { "all packets".to_string() } else { format!("packets to {}", e.to.join(", ")) };
-        parts.push(format!("netem on its egress ({to}): {}", q.join(", ")));
-    }
-    if net.offloads == Some(false) {
-        parts.push("TSO/GSO/GRO off, gso_max_segs 1".into());
-    }
-    parts.join("; ")
-}
-
-/// What differs between VMs `a` (the baseline) and `b` besides the kernel.
-pub fn environment_differences(a: &Analysis, vms: &[PlanVm], base: &str, cand: &str) -> Vec<String> {
-    let (Some(x), Some(y)) = (vm_of(vms, base), vm_of(vms, cand)) else {
-        return vec![format!("{base} or {cand} is missing from plan.json")];
-    };
-    let mut d = Vec::new();
-    let diff = |what: &str, p: String, q: String| (p != q).then(|| format!("{what}: {base} {p}, {cand} {q}"));
-    d.extend(diff("memory", format!("{} MiB", x.memory_mib), format!("{} MiB", y.memory_mib)));
-    d.extend(diff("vCPUs", x.cpus.to_string(), y.cpus.to_string()));
-    d.extend(diff("requested accel", format!("{:?}", x.accel).to_lowercase(), format!("{:?}", y.accel).to_lowercase()));
-    let used = |n: &str| a.record.vm(n).map(|v| format!("{:?}", v.accel).to_lowercase()).unwrap_or_default();
-    d.extend(diff("accel used", used(base), used(cand)));
-    d.extend(diff("rootfs", x.rootfs.clone(), y.rootfs.clone()));
-    d.extend(diff(
-        "kernel command line",
-        x.cmdline.clone().unwrap_or_else(|| "(none added)".into()),
-        y.cmdline.clone().unwrap_or_else(|| "(none added)".into()),
-    ));
-    let words = |n: &Option<VmNetSpec>| n.as_ref().map(net_words).unwrap_or_else(|| "kernel defaults".into());
-    d.extend(diff("network conditions of its NIC", words(&x.net), words(&y.net)));
-    for other in vms {
-        let Some(e) = other.net.as_ref().and_then(|n| n.egress.as_ref()) else { continue };
-        if e.to.is_empty() || other.name == base || other.name == cand {
-            continue;
-        }
-        let (p, q) = (e.to.contains(&x.name), e.to.contains(&y.name));
-        if p != q {
-            let hit = if p { base } else { cand };
-            d.push(format!("netem on {}'s egress applies to packets to {hit} only", other.name));
-        }
-    }
-    if let Some(n) = &a.plan.nfs_read {
-        d.extend(diff("mount options", n.mount_options_of(base).to_string(), n.mount_options_of(cand).to_string()));
-    }
-    if let Some(n) = &a.results.nfs_read {
-        let opts = |vm: &str| n.clients.iter().find(|c| c.vm == vm).map(|c| c.mount.options.clone());
-        if let (Some(p), Some(q)) = (opts(base), opts(cand)) {
-            d.extend(diff("negotiated mount", p, q));
-        }
-    }
-    // Steps other than the measurement's own: setup a suite gives one VM and not the other.
-    let setup = |v: &PlanVm| -> BTreeMap<String, String> {
-        v.steps
-            .iter()
-            .filter(|s| matches!(s.kind.as_str(), "user" | "scenario" | "net_conditions" | "profile"))
-            .map(|s| (s.name.clone(), s.script.clone()))
-            .collect()
-    };
-    let (sx, sy) = (setup(x), setup(y));
-    for name in sx.keys().chain(sy.keys()).collect::<BTreeSet<_>>() {
-        match (sx.get(name), sy.get(name)) {
-            (Some(p), Some(q)) if p != q => d.push(format!("step {name} runs a different script on {base} and {cand}")),
-            (Some(_), None) => d.push(format!("step {name} runs on {base} only")),
-            (None, Some(_)) => d.push(format!("step {name} runs on {cand} only")),
-            _ => {}
-        }
-    }
-    d
 }
 
 fn kernel_lines(env: Option<&Environment>, a: &Analysis, vms: &[PlanVm]) -> String {
