@@ -126,7 +126,7 @@ pub fn environment_differences(a: &Analysis, vms: &[PlanVm], base: &str, cand: &
         let (p, q) = (e.to.contains(&x.name), e.to.contains(&y.name));
         if p != q {
             let hit = if p { base } else { cand };
-            d.push(format!("netem on {}'s egress applies to packets to {hit} only", other.name));
+            d.push(format!("the netem on {}'s egress reaches {hit} only", other.name));
         }
     }
     if let Some(n) = &a.plan.nfs_read {
@@ -135,7 +135,10 @@ pub fn environment_differences(a: &Analysis, vms: &[PlanVm], base: &str, cand: &
     if let Some(n) = &a.results.nfs_read {
         let opts = |vm: &str| n.clients.iter().find(|c| c.vm == vm).map(|c| c.mount.options.clone());
         if let (Some(p), Some(q)) = (opts(base), opts(cand)) {
-            d.extend(diff("negotiated mount", p, q));
+            let (p, q) = option_difference(&p, &q);
+            if !p.is_empty() || !q.is_empty() {
+                d.push(format!("negotiated mount options: {base} {p}, {cand} {q}"));
+            }
         }
     }
     // Steps other than the measurement's own: setup a suite gives one VM and not the other.
@@ -156,4 +159,28 @@ pub fn environment_differences(a: &Analysis, vms: &[PlanVm], base: &str, cand: &
         }
     }
     d
+}
+
+/// The options of two mount option lists that are not in both, each side's in its
+/// order, without the ones that differ from mount to mount (`mountport=`).
+pub fn option_difference(a: &str, b: &str) -> (String, String) {
+    let keep = |o: &&str| !o.starts_with("mountport=");
+    let only = |x: &str, y: &str| {
+        x.split(',').filter(keep).filter(|o| !y.split(',').any(|p| p == *o)).collect::<Vec<_>>().join(",")
+    };
+    (only(a, b), only(b, a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_option_difference_leaves_out_what_both_have() {
+        let (a, b) = option_difference(
+            "rw,vers=3,proto=udp,timeo=11,mountport=58006,addr=10.82.0.1",
+            "rw,vers=3,proto=tcp,timeo=600,mountport=46089,addr=10.82.0.1",
+        );
+        assert_eq!((a.as_str(), b.as_str()), ("proto=udp,timeo=11", "proto=tcp,timeo=600"));
+    }
 }

@@ -272,7 +272,7 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
                 });
             } else {
                 let k = if same_kernel { "" } else { "the kernel, and " };
-                items.push(format!("{} vs {}: they differ in {k}{}.", c.vm, m.baseline, d.join("; ")));
+                items.push(format!("{} vs {}: they differ in {k}these: {}.", c.vm, m.baseline, d.join("; ")));
             }
         }
     }
