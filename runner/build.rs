@@ -4,7 +4,11 @@
 //! tree (with `-dirty` when tracked files differ from it), else `unknown` (a tarball).
 //!
 //! Rebuilds only when HEAD or the branch it points to moves, not on every edit: the
-//! `-dirty` mark is the state at the last such rebuild.
+//! `-dirty` mark is the state at the last such rebuild. Cargo shares a build script's
+//! output between checkouts of the same package in one `CARGO_TARGET_DIR` (git
+//! worktrees sharing a target folder), so there it may name another checkout's commit;
+//! `environment.json` also records the project's commit at run time
+//! (`suite.project_commit`), which reports prefer.
 
 use std::path::Path;
 use std::process::Command;

@@ -10,7 +10,8 @@
 //! - vmrepro's version (`Cargo.toml`) and the git commit it was built from (`build.rs`:
 //!   `VMREPRO_GIT_COMMIT` at build time, else `git rev-parse HEAD`, `-dirty` when tracked
 //!   files differed, else `unknown`);
-//! - the suite file's path and SHA-256, and the project folder (the parent of `images/`);
+//! - the suite file's path and SHA-256, the project folder (the parent of `images/`)
+//!   and its git commit at run time (`-dirty` when the suite or `images/` differ);
 //! - per VM, its kernel: a pinned Debian package (name, version, archive path, size,
 //!   SHA-256), a source build (source package and SHA-256, each fragment and patch with
 //!   its SHA-256, the SHA-256 of the final `.config`) or a local image (its SHA-256);
@@ -117,6 +118,12 @@ pub struct SuiteInfo {
     pub relative_path: Option<String>,
     /// SHA-256 of the file's bytes.
     pub sha256: String,
+    /// The git commit of the project folder at run time (`git rev-parse HEAD`), with
+    /// `-dirty` when the suite or `images/` differ from it; `None` outside a git
+    /// checkout. Unlike [`ToolInfo::git_commit`] (fixed when vmrepro was built) this is
+    /// the commit whose suite and images the run used.
+    #[serde(default)]
+    pub project_commit: Option<String>,
 }
 
 /// A file and its SHA-256.
@@ -223,6 +230,7 @@ pub fn collect(
             notes.push(format!("suite file {}: {e}", suite_abs.display()));
             String::new()
         }),
+        project_commit: project_commit(&project, &[&suite_abs, &catalog.dir]),
     };
     let rel = |p: &Path| -> FileHash {
         let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
@@ -297,6 +305,21 @@ pub fn collect(
         rootfs: rinfo,
         notes,
     }
+}
+
+/// `git rev-parse HEAD` in `dir`, with `-dirty` when any of `paths` differs from it
+/// (`git status --porcelain`); `None` when `dir` is not in a git checkout or git is
+/// missing.
+pub fn project_commit(dir: &Path, paths: &[&Path]) -> Option<String> {
+    let git = |args: &[&std::ffi::OsStr]| -> Option<String> {
+        let out = std::process::Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let head = git(&["rev-parse".as_ref(), "HEAD".as_ref()])?;
+    let mut status: Vec<&std::ffi::OsStr> = vec!["status".as_ref(), "--porcelain".as_ref(), "--".as_ref()];
+    status.extend(paths.iter().map(|p| p.as_os_str()));
+    let dirty = git(&status).is_some_and(|s| !s.is_empty());
+    Some(if dirty { format!("{head}-dirty") } else { head })
 }
 
 fn read_trim(path: &str) -> String {

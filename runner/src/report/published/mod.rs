@@ -158,10 +158,13 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
     let accel = rec.accel.map_or("-".to_string(), |x| format!("{x:?}").to_lowercase());
     f.push(("accel".into(), accel));
     if let Some(e) = env {
-        f.push(("vmrepro".into(), format!("{} (git commit {})", e.vmrepro.version, e.vmrepro.git_commit)));
+        f.push(("vmrepro".into(), format!("{} (built from git commit {})", e.vmrepro.version, e.vmrepro.git_commit)));
         let path = e.suite.relative_path.clone().unwrap_or_else(|| rec.suite_file.clone());
         f.push(("suite file".into(), path));
         f.push(("suite sha256".into(), e.suite.sha256.clone()));
+        if let Some(c) = &e.suite.project_commit {
+            f.push(("suite from commit".into(), c.clone()));
+        }
     }
     s.push(Block::Fields(f));
     if let Some(n) = &rec.accel_notice {
@@ -349,7 +352,10 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
     let suite_path =
         env.and_then(|e| e.suite.relative_path.clone()).unwrap_or_else(|| format!("suites/{}.yaml", rec.suite));
     let bundle = default_bundle_name(&rec.suite, &a.dir);
-    let commit = env.map_or("unknown".to_string(), |e| e.vmrepro.git_commit.clone());
+    // The commit the suite and images came from; else the one vmrepro was built from.
+    let commit = env
+        .map(|e| e.suite.project_commit.clone().unwrap_or_else(|| e.vmrepro.git_commit.clone()))
+        .unwrap_or_else(|| "unknown".to_string());
     s.push(Block::Para(format!(
         "With vmrepro at git commit {commit} (a checkout of that commit; Debian 12 host, QEMU from bookworm-backports, see the README):"
     )));
