@@ -118,11 +118,29 @@ fn kernel_lines(env: Option<&Environment>, a: &Analysis, vms: &[PlanVm]) -> Stri
 /// The report of an analysed run: `env` from `environment.json` (absent for runs of
 /// vmrepro before it), `vms` from `plan.json`.
 pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Document {
+    let sections = [
+        Some(summary_section(a, env, vms)),
+        Some(environment_section(a, env, vms)),
+        Some(kernels_section(a, env, vms)),
+        Some(userspace_section(a, env, vms)),
+        nfs_section(a, env, vms),
+        Some(network_section(a, env, vms)),
+        Some(differences_section(a, env, vms)),
+        Some(comparison_section(a, env, vms)),
+        Some(problems_section(a, env, vms)),
+        Some(reproduce_section(a, env, vms)),
+        Some(appendix_section(a, env, vms)),
+    ];
+    Document {
+        title: headline(&a.results.suite, &a.results.measurements),
+        sections: sections.into_iter().flatten().collect(),
+    }
+}
+
+/// Summary: one line per candidate, the run and the verdict rule.
+fn summary_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -> Section {
     let r = &a.results;
     let rec = &a.record;
-    let mut doc = Document { title: headline(&r.suite, &r.measurements), sections: vec![] };
-
-    // Summary.
     let mut s = Section::new("Summary");
     let mut lines = Vec::new();
     for m in &r.measurements {
@@ -142,9 +160,12 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
     }
     about.push_str(". Verdict rule (0-day/mmtests practice): a change is flagged only when the medians differ by more than 10% and the ranges of the repeats do not overlap.");
     s.push(Block::Para(about));
-    doc.sections.push(s);
+    s
+}
 
-    // Environment.
+/// Environment: host, QEMU, accel, vmrepro, the suite.
+fn environment_section(a: &Analysis, env: Option<&Environment>, _vms: &[PlanVm]) -> Section {
+    let rec = &a.record;
     let mut s = Section::new("Environment");
     let mut f = Vec::new();
     match env {
@@ -173,14 +194,18 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
     for n in env.map(|e| e.notes.as_slice()).unwrap_or_default() {
         s.push(Block::Para(format!("Not recorded: {n}")));
     }
-    doc.sections.push(s);
+    s
+}
 
-    // Kernels.
+/// Kernels: each VM's kernel and its hashes.
+fn kernels_section(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Section {
     let mut s = Section::new("Kernels");
     s.push(Block::Table(kernel_lines(env, a, vms)));
-    doc.sections.push(s);
+    s
+}
 
-    // Guest userspace.
+/// Guest userspace: the rootfs and the guest package versions.
+fn userspace_section(_a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Section {
     let mut s = Section::new("Guest userspace");
     match env {
         Some(e) if !e.rootfs.is_empty() => {
@@ -206,9 +231,12 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
             s.push(Block::Para("Not recorded (run made before environment.json).".into()));
         }
     }
-    doc.sections.push(s);
+    s
+}
 
-    // NFS mounts.
+/// NFS mounts (suites with `nfs_read`).
+fn nfs_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -> Option<Section> {
+    let r = &a.results;
     if let Some(n) = &r.nfs_read {
         let mut s = Section::new("NFS mounts");
         let mut t = String::new();
@@ -239,10 +267,14 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
         for note in &n.notes {
             s.push(Block::Para(format!("Note: {note}")));
         }
-        doc.sections.push(s);
+        return Some(s);
     }
+    None
+}
 
-    // Network conditions.
+/// Network conditions applied in the guests.
+fn network_section(a: &Analysis, _env: Option<&Environment>, vms: &[PlanVm]) -> Section {
+    let rec = &a.record;
     let mut s = Section::new("Network conditions");
     let applied: Vec<String> =
         vms.iter().filter_map(|v| v.net.as_ref().map(|n| format!("{}: {}", v.name, net_words(n)))).collect();
@@ -258,9 +290,12 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
             rec.subnet, rec.mtu
         )));
     }
-    doc.sections.push(s);
+    s
+}
 
-    // Environment differences.
+/// What differs between compared VMs besides the kernel.
+fn differences_section(a: &Analysis, _env: Option<&Environment>, vms: &[PlanVm]) -> Section {
+    let r = &a.results;
     let mut s = Section::new("Environment differences");
     let mut items = Vec::new();
     for m in &r.measurements {
@@ -283,9 +318,12 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
         items.push("No comparison in this suite.".into());
     }
     s.push(Block::Items(items));
-    doc.sections.push(s);
+    s
+}
 
-    // Comparison.
+/// The comparison tables, verdicts and charts.
+fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -> Section {
+    let r = &a.results;
     let mut s = Section::new("Comparison");
     for m in &r.measurements {
         let better = match m.better {
@@ -325,9 +363,13 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
     if r.measurements.is_empty() {
         s.push(Block::Para("The suite has no measurement.".into()));
     }
-    doc.sections.push(s);
+    s
+}
 
-    // Steps and problems.
+/// Steps that did not pass and problems.
+fn problems_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -> Section {
+    let r = &a.results;
+    let rec = &a.record;
     let mut problems: Vec<String> = r.problems();
     for v in &rec.vms {
         for st in v.steps.iter().filter(|s| s.status != StepStatus::Passed) {
@@ -345,9 +387,12 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
     } else {
         s.push(Block::Items(problems));
     }
-    doc.sections.push(s);
+    s
+}
 
-    // Reproduce.
+/// The commands that reproduce the run.
+fn reproduce_section(a: &Analysis, env: Option<&Environment>, _vms: &[PlanVm]) -> Section {
+    let rec = &a.record;
     let mut s = Section::new("Reproduce");
     let suite_path =
         env.and_then(|e| e.suite.relative_path.clone()).unwrap_or_else(|| format!("suites/{}.yaml", rec.suite));
@@ -365,9 +410,13 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
             .into(),
     ));
     s.push(Block::Table(format!("vmrepro replay {bundle}\nnix run .#reproduce -- {bundle}\n")));
-    doc.sections.push(s);
+    s
+}
 
-    // Appendix.
+/// The raw output of one repeat per VM.
+fn appendix_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -> Section {
+    let r = &a.results;
+    let rec = &a.record;
     let mut s = Section::new("Appendix: raw outputs of one repeat per VM");
     for m in &r.measurements {
         for v in &m.vms {
@@ -404,8 +453,7 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
             }
         }
     }
-    doc.sections.push(s);
-    doc
+    s
 }
 
 fn status_word(s: crate::run::RunStatus) -> String {
