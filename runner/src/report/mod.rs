@@ -1,8 +1,16 @@
 //! What a finished run is turned into: `results.json` ([`results`]), the text printed at
-//! the end of `vmrepro run` and by `vmrepro analyse` (this module), and the normalised
-//! value snapshot tests compare ([`snapshot`]). Nothing here runs a VM: everything is
-//! computed from the run folder.
+//! the end of `vmrepro run` and by `vmrepro analyse` (this module), the normalised
+//! value snapshot tests compare ([`snapshot`]), the published report `report.md` and
+//! `report.html` ([`published`], rendered by [`document`] with [`lkp`] tables and
+//! [`chart`]s), JUnit XML for CI ([`junit`]) and the diff of two runs ([`diff`]).
+//! Nothing here runs a VM: everything is computed from the run folder.
 
+pub mod chart;
+pub mod diff;
+pub mod document;
+pub mod junit;
+pub mod lkp;
+pub mod published;
 pub mod results;
 pub mod snapshot;
 

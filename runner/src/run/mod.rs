@@ -9,6 +9,7 @@
 //! namespace's holder ends, then the temp folder is removed, then the final `run.json`
 //! is written.
 
+pub mod environment;
 mod prepare;
 pub mod record;
 mod resources;
@@ -287,6 +288,9 @@ async fn execute(
     if !images.failures.is_empty() {
         return Err(RunError::Image(images.failures.remove(0).1));
     }
+    // What a published report says about the host, the tools and the inputs.
+    let env = environment::collect(plan, &opts.catalog, cache, &images.kernels, &images.rootfs);
+    write_json(&rec.dir.join(environment::ENVIRONMENT_FILE), &env)?;
     rec.save()?;
 
     let t_boot = Instant::now();
