@@ -38,12 +38,64 @@ enum Command {
         /// Where run folders go: `<DIR>/<suite>/<timestamp>/`.
         #[arg(long, default_value = "results")]
         results: PathBuf,
+        /// Also write JUnit XML here (one test case per step and per verdict).
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+    },
+    /// Write a run folder's report.md and report.html again (no VM).
+    Report {
+        /// The run folder (`results/<suite>/<timestamp>`).
+        run_dir: PathBuf,
+    },
+    /// Pack a run folder into one file to attach to a bug report: the suite and every
+    /// file it uses, the pinned image entries, the results, raw outputs, consoles and
+    /// reports, with a MANIFEST of SHA-256 sums; host paths and names redacted.
+    Bundle {
+        /// The run folder.
+        run_dir: PathBuf,
+        /// The bundle to write (`.tar.gz`, `.tgz` or `.tar.zst`; default
+        /// `<suite>-<run folder name>.tar.gz` in the current folder).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Also carry the kernels used (the pinned .debs, or the built kernel of a
+        /// source build), so a replay works after the archive dropped them.
+        #[arg(long)]
+        with_images: bool,
+    },
+    /// Re-run the suite of a bundle with the same pinned images and print then against
+    /// now. Exit 0 when every verdict agrees, 1 when one differs.
+    Replay {
+        /// The bundle (`vmrepro bundle`).
+        bundle: PathBuf,
+        /// Where the new run folder goes: `<DIR>/<suite>/<timestamp>/`.
+        #[arg(long, default_value = "results")]
+        results: PathBuf,
+        /// Also write JUnit XML of the new run here.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+    },
+    /// Print two runs of a suite side by side (run folders or bundles). Exit 0 when
+    /// every verdict agrees, 1 when one differs.
+    Compare {
+        /// The first run (folder or bundle): column A.
+        run_a: PathBuf,
+        /// The second run: column B.
+        run_b: PathBuf,
     },
     /// Analyse a finished run folder again (no VM): rewrite its results.json and print
     /// its tables.
     Analyse {
         /// The run folder (`results/<suite>/<timestamp>`).
         run_dir: PathBuf,
+        /// Print the value the suite's snapshot test compares (YAML) instead of the tables.
+        #[arg(long)]
+        snapshot: bool,
+    },
+    /// Print a suite's compiled plan as JSON (what `run` would execute; the same as a
+    /// run folder's `plan.json`).
+    Plan {
+        /// The suite file.
+        suite: PathBuf,
     },
     /// Validate suite files without booting anything.
     Check {
@@ -124,7 +176,7 @@ async fn dispatch(cli: Cli) -> i32 {
             }
             code
         }
-        Command::Run { suite, results } => {
+        Command::Run { suite, results, junit } => {
             let (plan, catalog) = match load_or_exit(&suite, cli.images.as_deref()) {
                 Ok(p) => p,
                 Err(c) => return c,
@@ -140,16 +192,50 @@ async fn dispatch(cli: Cli) -> i32 {
             match analyse_dir(&outcome.dir) {
                 Ok(a) => {
                     print!("{}", render(&a));
+                    publish_reports(&a, junit.as_deref());
                     exit_code(a.record.status, a.results.problems().len())
                 }
                 Err(e) => {
                     print!("{}", crate::report::summary(&outcome.record));
                     eprintln!("error: analysing {}: {e}", outcome.dir.display());
+                    write_junit(junit.as_deref(), &crate::report::junit::junit(&outcome.record, None));
                     exit_code(outcome.record.status, 1)
                 }
             }
         }
-        Command::Analyse { run_dir } => match analyse_dir(&run_dir) {
+        Command::Report { run_dir } => match crate::report::published::write(&run_dir) {
+            Ok(w) => {
+                println!("{}\n{}", w.markdown.display(), w.html.display());
+                exit::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                exit::CONFIG_ERROR
+            }
+        },
+        Command::Bundle { run_dir, output, with_images } => {
+            bundle(&run_dir, output, with_images, cli.images.clone(), cache)
+        }
+        Command::Replay { bundle, results, junit } => replay(&bundle, results, junit.as_deref(), cache).await,
+        Command::Compare { run_a, run_b } => compare(&run_a, &run_b),
+        Command::Plan { suite } => match load_or_exit(&suite, cli.images.as_deref()) {
+            Ok((plan, _)) => {
+                println!("{}", serde_json::to_string_pretty(&plan).expect("a plan serializes"));
+                exit::SUCCESS
+            }
+            Err(c) => c,
+        },
+        Command::Analyse { run_dir, snapshot } => match analyse_dir(&run_dir) {
+            Ok(a) if snapshot => match crate::report::snapshot::normalise(&a) {
+                Ok(n) => {
+                    print!("{}", serde_yaml::to_string(&n).expect("a snapshot serializes"));
+                    exit::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    exit::CONFIG_ERROR
+                }
+            },
             Ok(a) => {
                 print!("{}", render(&a));
                 exit_code(a.record.status, a.results.problems().len())
@@ -192,6 +278,163 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Images { command: ImagesCommand::Build { suites } } => {
             build_images(&suites, cli.images.as_deref(), &cache, progress_sink()).await
         }
+    }
+}
+
+/// Writes the reports of an analysed run (and its JUnit XML when asked); a failure to
+/// write them is printed, not fatal.
+fn publish_reports(a: &Analysis, junit: Option<&Path>) {
+    match crate::report::published::write_analysed(a) {
+        Ok(w) => println!("report: {}", w.markdown.display()),
+        Err(e) => eprintln!("warning: writing the reports: {e}"),
+    }
+    write_junit(junit, &crate::report::junit::junit(&a.record, Some(&a.results)));
+}
+
+fn write_junit(path: Option<&Path>, xml: &str) {
+    if let Some(p) = path {
+        match std::fs::write(p, xml) {
+            Ok(()) => println!("junit: {}", p.display()),
+            Err(e) => eprintln!("warning: writing {}: {e}", p.display()),
+        }
+    }
+}
+
+/// `vmrepro bundle`.
+fn bundle(run_dir: &Path, output: Option<PathBuf>, with_images: bool, images: Option<PathBuf>, cache: Cache) -> i32 {
+    use crate::publish::bundle::{bundle, BundleError, BundleOptions};
+    let out = output.unwrap_or_else(|| {
+        let suite = crate::run::record::read_json::<crate::run::RunRecord>(&run_dir.join(crate::run::RUN_FILE))
+            .map(|r| r.suite)
+            .unwrap_or_else(|_| "run".into());
+        PathBuf::from(crate::report::published::default_bundle_name(&suite, run_dir))
+    });
+    let opts = BundleOptions { with_images, cache, identity: crate::publish::redact::Identity::current(), images };
+    match bundle(run_dir, &out, &opts) {
+        Ok(s) => {
+            println!(
+                "bundle: {} ({}, {} files, {} unpacked{})",
+                s.path.display(),
+                human_bytes(s.bytes),
+                s.files,
+                human_bytes(s.unpacked_bytes),
+                if s.info.with_images { ", with the kernels" } else { "" }
+            );
+            for l in &s.info.cut_logs {
+                println!("  cut: {l} (over {} KiB)", crate::publish::bundle::MAX_LOG_BYTES / 1024);
+            }
+            for n in &s.info.notes {
+                println!("  note: {n}");
+            }
+            exit::SUCCESS
+        }
+        Err(e @ (BundleError::Image(_) | BundleError::Io { .. })) => {
+            eprintln!("error: {e}");
+            exit::INFRASTRUCTURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::CONFIG_ERROR
+        }
+    }
+}
+
+/// `75.5 kB`, `81.5 MB` (10^3 and 10^6 bytes).
+fn human_bytes(n: u64) -> String {
+    if n >= 1_000_000 {
+        format!("{:.1} MB", n as f64 / 1e6)
+    } else {
+        format!("{:.1} kB", n as f64 / 1e3)
+    }
+}
+
+/// `vmrepro replay`.
+async fn replay(bundle: &Path, results: PathBuf, junit: Option<&Path>, cache: Cache) -> i32 {
+    use crate::publish::replay::{prepare, ReplayError, ReplayOptions};
+    let prepared = {
+        let (b, c) = (bundle.to_path_buf(), cache.clone());
+        match tokio::task::spawn_blocking(move || prepare(&b, &c)).await.expect("prepare task") {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return match e {
+                    ReplayError::Bundle(_) | ReplayError::Suite(_) => exit::CONFIG_ERROR,
+                    _ => exit::INFRASTRUCTURE,
+                };
+            }
+        }
+    };
+    println!(
+        "bundle: {} (suite {}, made by vmrepro {} {})",
+        bundle.display(),
+        prepared.bundle.info.suite,
+        prepared.bundle.info.created_by.version,
+        prepared.bundle.info.created_by.git_commit
+    );
+    for c in &prepared.checks {
+        println!("verified: {c}");
+    }
+    let opts = ReplayOptions { results_root: results, cache, events: progress_sink() };
+    let r = match prepared.run(&opts, interrupted()).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::INFRASTRUCTURE;
+        }
+    };
+    match &r.now {
+        Some(a) => {
+            print!("{}", render(a));
+            println!("report: {}", a.dir.join(crate::report::published::REPORT_MD).display());
+            write_junit(junit, &crate::report::junit::junit(&a.record, Some(&a.results)));
+        }
+        None => {
+            print!("{}", crate::report::summary(&r.outcome.record));
+            write_junit(junit, &crate::report::junit::junit(&r.outcome.record, None));
+        }
+    }
+    for n in &r.notes {
+        println!("note: {n}");
+    }
+    match r.outcome.record.status {
+        RunStatus::InfrastructureError | RunStatus::Running => return exit::INFRASTRUCTURE,
+        RunStatus::Interrupted => return exit::INTERRUPTED,
+        _ => {}
+    }
+    match &r.diff {
+        Some(d) => {
+            println!("\nthen (the bundle) against now ({}):", r.outcome.dir.display());
+            print!("{}", d.text);
+            if d.agrees() && r.outcome.record.status == RunStatus::Passed {
+                exit::SUCCESS
+            } else {
+                exit::TEST_FAILURE
+            }
+        }
+        None => exit::TEST_FAILURE,
+    }
+}
+
+/// `vmrepro compare`.
+fn compare(a: &Path, b: &Path) -> i32 {
+    use crate::publish::replay::{compare, open};
+    let (ra, rb) = match (open(a), open(b)) {
+        (Ok(x), Ok(y)) => (x, y),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e}");
+            return exit::CONFIG_ERROR;
+        }
+    };
+    println!("A: {}\nB: {}", a.display(), b.display());
+    let (d, notes) = compare(&ra, &rb);
+    for n in &notes {
+        println!("note: {n}");
+    }
+    print!("{}", d.text);
+    if d.agrees() {
+        exit::SUCCESS
+    } else {
+        exit::TEST_FAILURE
     }
 }
 

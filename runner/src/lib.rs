@@ -12,8 +12,11 @@
 //! - [`scenarios`]: built-in scenarios as presets of the measurement layer
 //!   ([`scenarios::nfs_read`]: the report's NFS read).
 //! - [`parse`]: parsers for the tools' outputs (GNU time, `netstat -s`, `nfsstat`, …).
-//! - [`report`]: what a finished run is turned into: the printed summary and table, and
-//!   the normalised snapshot value.
+//! - [`report`]: what a finished run is turned into: the printed summary and table, the
+//!   normalised snapshot value, the published report (`report.md`, `report.html`) and
+//!   JUnit XML.
+//! - [`publish`]: a run as one file for a bug report (`vmrepro bundle`), and its re-run
+//!   and comparison (`vmrepro replay`, `vmrepro compare`).
 //!
 //! The `vmrepro` binary is a thin shell around [`cli`]; [`exit`] holds its exit codes.
 
@@ -23,6 +26,7 @@ pub mod exit;
 pub mod infra;
 pub mod measure;
 pub mod parse;
+pub mod publish;
 pub mod report;
 pub mod run;
 pub mod scenarios;

@@ -1,3 +1,5 @@
+//! The `vmrepro` binary: everything is in the library ([`vmrepro::cli`]).
+
 fn main() {
     std::process::exit(vmrepro::cli::main());
 }

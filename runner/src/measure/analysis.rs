@@ -4,15 +4,17 @@
 //! `plan.json`) the step's stdout (`vms/<vm>/NN-<step>.stdout`, named in `run.json`) is
 //! split into its sections ([`Sections`]); GNU time's report gives the elapsed, user
 //! and system seconds and `run`'s exit status; each observer's two outputs give counter
-//! deltas ([`stats::delta`]) and the derived metrics of its kind; each remote observer's
+//! deltas ([`super::stats::delta`]) and the derived metrics of its kind; each remote observer's
 //! two steps give the packets its netem sent and dropped during the iteration; the
 //! checks are applied. Over a VM's iterations the metric is summarised and compared with
-//! the baseline VM's ([`stats::compare`]: median change over 10 % **and** separated
+//! the baseline VM's ([`super::stats::compare`]: median change over 10 % **and** separated
 //! ranges).
 //!
-//! An iteration whose step did not pass, whose GNU time report can't be read, or whose
-//! `run` exited with another status than expected, is listed with its outcome and a
-//! problem, and left out of the statistics.
+//! Every iteration has an [`Outcome`]: `run`'s exit status or signal, a failed
+//! `setup`, a timeout, a crashed guest, or not run. An iteration whose `run` did not
+//! exit as expected is left out of the statistics and is a problem, except in a
+//! measurement that compares outcomes (`compare: outcome`), where the outcomes *are*
+//! the result: each VM's are compared with the baseline's.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,12 +23,60 @@ use serde::{Deserialize, Serialize};
 
 use super::observer::{derived_metrics, Observation, ObserverKind, RemoteObserver};
 use super::plan::{Bytes, Expect, Iteration, MeasurementPlan};
-use super::script::{Section, Sections};
+use super::script::{Section, Sections, EXIT_SETUP_FAILED, EXIT_TEARDOWN_FAILED};
 use super::spec::Better;
 use super::stats::{compare, delta, summarize, Comparison, Summary};
 use crate::parse::gnutime;
 use crate::run::record::{RunRecord, StepStatus};
 use crate::run::RunError;
+
+/// How an iteration ended, whatever its numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    /// `run` ran and exited with `status` (GNU time's report).
+    Exited {
+        /// Exit status.
+        status: i32,
+    },
+    /// `run` was killed by `signal` (GNU time's report).
+    Signalled {
+        /// Signal number.
+        signal: i32,
+    },
+    /// `setup` failed with `status`; `run` did not run.
+    SetupFailed {
+        /// `setup`'s exit status (`None` when it was not printed).
+        status: Option<i32>,
+    },
+    /// The iteration did not end within its timeout (the guest's kernel log and blocked
+    /// tasks are in the step's diagnostics file).
+    TimedOut,
+    /// The guest died (e.g. a kernel panic) or its agent was lost during the iteration.
+    Crashed,
+    /// The iteration did not run (an earlier one of the VM hung or crashed, or a
+    /// dependency did not pass), or its output could not be read.
+    NotRun,
+}
+
+impl std::fmt::Display for Outcome {
+    /// `exit 0`, `signal 9`, `setup failed (exit 32)`, `timed out`, `crashed`, `not run`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Exited { status } => write!(f, "exit {status}"),
+            Outcome::Signalled { signal } => write!(f, "signal {signal}"),
+            Outcome::SetupFailed { status: Some(s) } => write!(f, "setup failed (exit {s})"),
+            Outcome::SetupFailed { status: None } => f.write_str("setup failed"),
+            Outcome::TimedOut => f.write_str("timed out"),
+            Outcome::Crashed => f.write_str("crashed"),
+            Outcome::NotRun => f.write_str("not run"),
+        }
+    }
+}
+
+/// The metric of measurements that compare outcomes rather than numbers
+/// (`compare: outcome`): the verdict says whether each VM's outcomes are the baseline's.
+pub const OUTCOME_METRIC: &str = "outcome";
 
 /// One measured iteration, analysed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -37,6 +87,8 @@ pub struct IterationResult {
     pub step: String,
     /// How the step ended.
     pub status: StepStatus,
+    /// How the iteration ended.
+    pub outcome: Outcome,
     /// `run`'s exit status (from GNU time: 0 unless it reported another).
     pub exit_status: Option<i32>,
     /// Wall-clock seconds of `run` (GNU time).
@@ -117,12 +169,25 @@ pub struct VmResult {
     /// Comparison with the baseline (absent for the baseline itself).
     pub comparison: Option<Comparison>,
     /// The verdict in words (`slower (2.5x–3.5x)`; `worse`/`better` for metrics other
-    /// than times and rates).
+    /// than times and rates; `same outcome`/`different outcome` for `compare: outcome`).
     pub verdict: Option<String>,
     /// Each derived metric summed over the counted iterations (`None` if unknown in one).
     pub totals: BTreeMap<String, Option<i64>>,
     /// `run`'s exit status in each measured iteration, in order.
     pub exit_statuses: Vec<Option<i32>>,
+    /// How each measured iteration ended, in order.
+    pub outcomes: Vec<Outcome>,
+}
+
+impl VmResult {
+    /// The outcomes in words, each with its count: `exit 0 ×3`, `exit 32 ×2, timed out ×1`.
+    pub fn outcome_words(&self) -> String {
+        let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
+        for o in &self.outcomes {
+            *counts.entry(*o).or_default() += 1;
+        }
+        counts.iter().map(|(o, n)| format!("{o} ×{n}")).collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// One measurement, analysed.
@@ -169,6 +234,10 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
             }
             iterations.push(r);
         }
+        if release.is_empty() {
+            // No iteration printed `uname -r` (none ran): the release of the kernel image.
+            release = rec.vm(&mv.vm).map(|v| v.kernel_release.clone()).unwrap_or_default();
+        }
         let counted: Vec<&IterationResult> = iterations.iter().filter(|i| i.counted).collect();
         let elapsed: Vec<f64> = counted.iter().filter_map(|i| i.elapsed_s).collect();
         let values: Vec<f64> = counted.iter().filter_map(|i| metric_value(&m.metric.name, i)).collect();
@@ -189,6 +258,7 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
             verdict: None,
             totals,
             exit_statuses: iterations.iter().map(|i| i.exit_status).collect(),
+            outcomes: iterations.iter().map(|i| i.outcome).collect(),
             iterations,
         });
     }
@@ -203,6 +273,26 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
             Better::Higher => xs.into_iter().map(|x| if x == 0.0 { f64::INFINITY } else { 1.0 / x }).collect(),
         }
     };
+    if m.metric.name == OUTCOME_METRIC {
+        let sorted = |v: &VmResult| {
+            let mut o = v.outcomes.clone();
+            o.sort();
+            o
+        };
+        let base = vms.iter().find(|v| v.vm == m.baseline).map(sorted).unwrap_or_default();
+        for v in vms.iter_mut().filter(|v| v.vm != m.baseline) {
+            v.verdict = Some(if sorted(v) == base { "same outcome" } else { "different outcome" }.to_string());
+        }
+        return Ok(MeasurementResult {
+            name: m.name.clone(),
+            preset: m.preset.clone(),
+            metric: m.metric.name.clone(),
+            better: m.metric.better,
+            baseline: m.baseline.clone(),
+            vms,
+            problems,
+        });
+    }
     let base = vms.iter().find(|v| v.vm == m.baseline).map(|v| oriented(values(v))).unwrap_or_default();
     for v in &mut vms {
         if let Some(cmp) = compare(&oriented(values(v)), &base) {
@@ -266,10 +356,12 @@ fn analyse_iteration(
 ) -> Result<IterationResult, RunError> {
     let who = format!("{}: {}", it.vm, it.step);
     let step = rec.vm(&it.vm).and_then(|v| v.step(&it.step));
+    let outcomes_compared = m.metric.name == OUTCOME_METRIC;
     let mut r = IterationResult {
         iteration: it.number,
         step: it.step.clone(),
         status: step.map_or(StepStatus::Skipped, |s| s.status),
+        outcome: Outcome::NotRun,
         exit_status: None,
         elapsed_s: None,
         user_s: None,
@@ -284,10 +376,48 @@ fn analyse_iteration(
         counted: false,
         raw: Raw::default(),
     };
-    let Some(step) = step.filter(|s| s.status == StepStatus::Passed) else {
-        problems.push(format!("{who}: did not pass ({})", r.status));
+    let Some(step) = step else {
+        problems.push(format!("{who}: not in run.json"));
         return Ok(r);
     };
+    // The script's own exit statuses say where it stopped (see `script`).
+    let ran = match step.status {
+        StepStatus::Passed => true,
+        StepStatus::Failed if step.exit_code == Some(i64::from(EXIT_TEARDOWN_FAILED)) => {
+            problems.push(format!("{who}: teardown failed"));
+            true
+        }
+        StepStatus::Failed if step.exit_code == Some(i64::from(EXIT_SETUP_FAILED)) => {
+            let sections = Sections::split(&step.stdout_text(dir)?);
+            let status = sections.get(Section::SetupExit).and_then(|t| t.trim().parse().ok());
+            r.outcome = Outcome::SetupFailed { status };
+            r.raw.sections = sections;
+            false
+        }
+        StepStatus::TimedOut => {
+            r.outcome = Outcome::TimedOut;
+            false
+        }
+        StepStatus::Error => {
+            r.outcome = Outcome::Crashed;
+            false
+        }
+        _ => false,
+    };
+    if !ran {
+        let why = match r.outcome {
+            Outcome::NotRun => format!(
+                "did not run ({}{})",
+                r.status,
+                step.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+            ),
+            o => o.to_string(),
+        };
+        if !outcomes_compared || r.outcome == Outcome::NotRun {
+            problems.push(format!("{who}: {why}"));
+        }
+        return Ok(r);
+    }
     let sections = Sections::split(&step.stdout_text(dir)?);
     for rc in &m.records {
         if let Some(t) = sections.get(Section::Record(&rc.name)) {
@@ -303,13 +433,17 @@ fn analyse_iteration(
         }
     };
     r.exit_status = time.exit_status;
+    r.outcome = match (time.exit_status, time.signal) {
+        (Some(status), _) => Outcome::Exited { status },
+        (None, Some(signal)) => Outcome::Signalled { signal },
+        (None, None) => Outcome::NotRun,
+    };
     r.elapsed_s = Some(time.elapsed_s);
     r.user_s = Some(time.user_s);
     r.system_s = Some(time.system_s);
     r.counted = true;
-    if time.exit_status != Some(m.expect_exit) {
-        let got = time.exit_status.map_or("no exit status".into(), |s| format!("exited {s}"));
-        problems.push(format!("{who}: the command {got}, expected {}", m.expect_exit));
+    if time.exit_status != Some(m.expect_exit) && !outcomes_compared {
+        problems.push(format!("{who}: the command {}, expected exit {}", r.outcome, m.expect_exit));
         r.counted = false;
     }
     for o in &m.observers {

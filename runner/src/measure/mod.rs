@@ -81,9 +81,10 @@ pub fn compile(spec: &MeasureSpec, suite: &SuiteSpec) -> MeasurementPlan {
                 equals.into_iter().chain(contains).map(|expect| Check { section: c.section.clone(), expect })
             })
             .collect(),
+        table: spec.table.clone(),
         snapshot: SnapshotPolicy {
             verdict: snap.verdict.unwrap_or_default(),
-            exit_status: snap.exit_status.unwrap_or(true),
+            outcome: snap.outcome.unwrap_or(true),
             signs: snap.signs,
             sections: snap.sections,
         },
@@ -113,7 +114,8 @@ pub fn seeded_netem(suite: &SuiteSpec, vm: &str) -> bool {
 }
 
 /// What every iteration of `spec` waits for: its `after` entries, where the name of an
-/// earlier measurement stands for every VM's last iteration of it.
+/// earlier measurement stands for every VM's last iteration of it (ended, whatever its
+/// outcome).
 pub fn after_dependencies(spec: &MeasureSpec, earlier: &[MeasurementPlan]) -> Vec<Dependency> {
     let mut deps = Vec::new();
     for a in &spec.after {
@@ -121,7 +123,7 @@ pub fn after_dependencies(spec: &MeasureSpec, earlier: &[MeasurementPlan]) -> Ve
             Some(m) => {
                 for mv in &m.vms {
                     if let Some(last) = m.iterations.iter().rfind(|i| i.vm == mv.vm) {
-                        deps.push(Dependency::step(&mv.vm, &last.step));
+                        deps.push(Dependency::ended(&mv.vm, &last.step));
                     }
                 }
             }

@@ -50,6 +50,9 @@ pub struct MeasurementPlan {
     pub metric: Metric,
     /// Checks on every measured iteration's output.
     pub checks: Vec<Check>,
+    /// Extra table columns (metric or counter names).
+    #[serde(default)]
+    pub table: Vec<String>,
     /// What the suite's snapshot keeps.
     pub snapshot: SnapshotPolicy,
     /// Every iteration, in the order they run.
@@ -88,7 +91,7 @@ pub struct Metric {
 
 impl Metric {
     /// Whether the metric is a duration or a rate, so that its verdict words are
-    /// `slower`/`faster` (otherwise `worse`/`better`).
+    /// `slower`/`faster` (otherwise `worse`/`better`; `outcome` has its own words).
     pub fn is_speed(&self) -> bool {
         matches!(self.name.as_str(), "elapsed_s" | "user_s" | "system_s" | "throughput_mb_s")
     }
@@ -118,8 +121,8 @@ pub enum Expect {
 pub struct SnapshotPolicy {
     /// How much of each verdict.
     pub verdict: SnapshotVerdicts,
-    /// Each VM's exit statuses of `run`.
-    pub exit_status: bool,
+    /// How each iteration ended.
+    pub outcome: bool,
     /// Metrics or counters kept as `0` / `> 0`.
     pub signs: Vec<String>,
     /// Sections kept verbatim.
@@ -158,6 +161,8 @@ pub struct RemoteReading {
 ///
 /// `after` is what every iteration waits for; `previous` is the last iteration of the
 /// measurement before (for sequential measurements), and is left at this one's last.
+/// Iterations wait for the one before them only to have *ended*: a VM whose iteration
+/// fails or hangs does not keep the others from being measured.
 /// `timeout` limits each step. Panics if `m` names a VM that `vms` lacks (validated).
 pub fn expand(
     m: &mut MeasurementPlan,
@@ -217,7 +222,7 @@ pub fn expand(
                 .origin(origin),
             );
             m.iterations.push(Iteration { vm: mv.vm.clone(), step: step.clone(), number, warmup, remote: readings });
-            *previous = Some(Dependency::step(&mv.vm, &step));
+            *previous = Some(Dependency::ended(&mv.vm, &step));
         }
     }
     for (ri, r) in &remote {

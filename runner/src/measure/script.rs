@@ -8,7 +8,8 @@
 //!
 //! One iteration, in order (every command runs with `/bin/sh -c` in the guest):
 //!
-//! 1. `setup` (section `setup`, stdout and stderr); if it fails: `teardown`, exit 10;
+//! 1. `setup` (section `setup`, stdout and stderr); if it fails: its exit status
+//!    (section `setup-exit`), `teardown`, exit 10;
 //! 2. the records with `when: before` (section `<name>`, stdout and stderr);
 //! 3. every observer (section `before-<observer>`), then `uname -r` (`uname`);
 //! 4. `run`, timed by GNU time (`/usr/bin/time -o`): its report in `time`, the command's
@@ -55,6 +56,8 @@ pub enum Section<'a> {
     Stderr,
     /// Output of `teardown`.
     Teardown,
+    /// `setup`'s exit status, printed only when it failed.
+    SetupExit,
     /// An observer before `run`.
     Before(ObserverKind),
     /// An observer after `run`.
@@ -64,7 +67,7 @@ pub enum Section<'a> {
 }
 
 /// Section names that a record may not take.
-pub const BUILTIN_SECTIONS: &[&str] = &["setup", "uname", "time", "stdout", "stderr", "teardown"];
+pub const BUILTIN_SECTIONS: &[&str] = &["setup", "uname", "time", "stdout", "stderr", "teardown", "setup-exit"];
 
 impl Section<'_> {
     /// The section's name in the script's output: `setup`, `before-netstat`, `netstat`, …
@@ -76,6 +79,7 @@ impl Section<'_> {
             Section::Stdout => "stdout".into(),
             Section::Stderr => "stderr".into(),
             Section::Teardown => "teardown".into(),
+            Section::SetupExit => "setup-exit".into(),
             Section::Before(k) => format!("before-{}", k.name()),
             Section::After(k) => k.name().into(),
             Section::Record(name) => (*name).into(),
@@ -128,9 +132,10 @@ pub fn iteration_script(commands: &Commands, observers: &[Observer], records: &[
     let teardown = commands.teardown.as_deref().map(shell_quote);
     if let Some(setup) = &commands.setup {
         s.push_str(&format!(
-            "sec {}; sh -c {} 2>&1 || {{ {}exit {EXIT_SETUP_FAILED}; }}\n",
+            "sec {}; sh -c {} 2>&1 || {{ s=$?; sec {}; echo $s; {}exit {EXIT_SETUP_FAILED}; }}\n",
             Section::Setup.name(),
             shell_quote(setup),
+            Section::SetupExit.name(),
             teardown.as_ref().map_or(String::new(), |t| format!("sec {}; sh -c {t} 2>&1; ", Section::Teardown.name()))
         ));
     }
@@ -222,6 +227,7 @@ mod tests {
             printed,
             [
                 "setup",
+                "setup-exit",
                 "teardown",
                 "mount",
                 "before-netstat",

@@ -20,7 +20,8 @@
 //!     compare: elapsed_s                    # the verdict's metric (default elapsed_s)
 //!     better: lower                         # lower | higher (default: lower; higher for throughput)
 //!     checks: [{section: size, equals: 104857600}]
-//!     snapshot: {verdict: direction, exit_status: true, signs: [rpc_retransmissions], sections: [size]}
+//!     table: [mountstats.COMMIT.ops]         # extra columns: medians of metrics/counters
+//!     snapshot: {verdict: direction, outcome: true, signs: [rpc_retransmissions], sections: [size]}
 //! ```
 
 use std::time::Duration;
@@ -77,7 +78,8 @@ pub struct MeasureSpec {
     /// Bytes `run` moves (gives the metric `throughput_mb_s`, MB = 10^6 bytes).
     #[serde(default)]
     pub bytes: Option<u64>,
-    /// The metric the verdict uses (default `elapsed_s`).
+    /// The metric the verdict uses (default `elapsed_s`), or `outcome`: compare how the
+    /// iterations ended (exit status, timeout, crash) instead of a number.
     #[serde(default)]
     pub compare: Option<String>,
     /// Which direction of `compare` is better.
@@ -86,6 +88,10 @@ pub struct MeasureSpec {
     /// Checks on every measured iteration's output.
     #[serde(default)]
     pub checks: Vec<CheckSpec>,
+    /// Extra table columns: metrics or counters shown per VM as their median over the
+    /// iterations (e.g. `[mountstats.COMMIT.ops, nfs.client.v3.write]`).
+    #[serde(default)]
+    pub table: Vec<String>,
     /// What the suite's snapshot keeps of this measurement.
     #[serde(default)]
     pub snapshot: Option<MeasureSnapshotSpec>,
@@ -164,9 +170,9 @@ pub struct MeasureSnapshotSpec {
     /// How much of each verdict to keep (default `ratio_class`).
     #[serde(default)]
     pub verdict: Option<SnapshotVerdicts>,
-    /// Keep each VM's exit statuses of `run` (default true).
+    /// Keep how each iteration ended (`exit 0`, `timed out`, …; default true).
     #[serde(default)]
-    pub exit_status: Option<bool>,
+    pub outcome: Option<bool>,
     /// Metrics or counters kept as `0` or `> 0` (summed over the measured iterations).
     #[serde(default)]
     pub signs: Vec<String>,

@@ -41,7 +41,7 @@
 //!
 //! **Names** are the canonical `Section.Field` names that [`NetstatS::flat`]
 //! produces for `netstat -s` (`Ip.ReasmFails`, `Tcp.RetransSegs`,
-//! `TcpExt.TCPLossProbes`), so `crate::metrics` can name both sources'
+//! `TcpExt.TCPLossProbes`), so the `netstat` and `proc_net` observers (`crate::measure::observer`) name both sources'
 //! counters `netstat.<Section>.<Field>` alike. A field name this parser has
 //! never heard of is simply kept: there is no list to be unknown to.
 //!

@@ -151,8 +151,9 @@ impl ProcRpcNfs {
         self.procs.get(version)?.get(op).copied()
     }
 
-    /// All counters, named as `crate::metrics::nfsstat_counters` names the
-    /// same values from `nfsstat` (see the [module docs](self)).
+    /// All counters, named as the `nfsstat` observer names the same values from
+    /// `nfsstat` (`crate::measure::observer::Observation::from_nfsstat`; see the
+    /// [module docs](self)).
     pub fn counters(&self) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
         if let Some(net) = &self.net {

@@ -1,14 +1,22 @@
 //! What a finished run is turned into: `results.json` ([`results`]), the text printed at
-//! the end of `vmrepro run` and by `vmrepro analyse` (this module), and the normalised
-//! value snapshot tests compare ([`snapshot`]). Nothing here runs a VM: everything is
-//! computed from the run folder.
+//! the end of `vmrepro run` and by `vmrepro analyse` (this module), the normalised
+//! value snapshot tests compare ([`snapshot`]), the published report `report.md` and
+//! `report.html` ([`published`], rendered by [`document`] with [`lkp`] tables and
+//! [`chart`]s), JUnit XML for CI ([`junit`]) and the diff of two runs ([`diff`]).
+//! Nothing here runs a VM: everything is computed from the run folder.
 
+pub mod chart;
+pub mod diff;
+pub mod document;
+pub mod junit;
+pub mod lkp;
+pub mod published;
 pub mod results;
 pub mod snapshot;
 
 use std::fmt::Write as _;
 
-use crate::measure::analysis::MeasurementResult;
+use crate::measure::analysis::{metric_value, MeasurementResult, Outcome, VmResult, OUTCOME_METRIC};
 use crate::measure::plan::MeasurementPlan;
 use crate::run::{RunRecord, StepStatus};
 use crate::scenarios::nfs_read;
@@ -49,9 +57,13 @@ pub fn tables(a: &Analysis) -> String {
 }
 
 /// The table of a measurement: per VM the median of the metric (and of the elapsed
-/// time and throughput when they are not the metric), the ratio to the baseline, the
-/// verdict and `run`'s exit statuses; below it the derived metrics that moved.
+/// time and throughput when they are not the metric, and of the measurement's `table`
+/// columns), the ratio to the baseline, the verdict and `run`'s exit statuses; below it
+/// the derived metrics that moved.
 pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
+    if m.metric == OUTCOME_METRIC {
+        return outcome_table(m, p);
+    }
     let mut t = String::new();
     let better = match p.metric.better {
         crate::measure::spec::Better::Lower => "lower",
@@ -67,7 +79,10 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
     if show_mbs {
         head.push_str(&format!(" {:>7}", "MB/s"));
     }
-    head.push_str(&format!(" {:>6} {:<20} {}", "ratio", "verdict", "exit"));
+    for c in &p.table {
+        head.push_str(&format!(" {:>w$}", c, w = c.len().max(8)));
+    }
+    head.push_str(&format!(" {:>6} {:<20} {}", "ratio", "verdict", "outcomes"));
     let _ = writeln!(t, "{head}");
     for v in &m.vms {
         let verdict = if v.vm == m.baseline { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
@@ -82,7 +97,13 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
         if show_mbs {
             line.push_str(&format!(" {:>7}", v.median_mb_s.map_or("-".into(), nfs_read::results::fmt_mb_s)));
         }
-        let exits: Vec<String> = v.exit_statuses.iter().map(|e| e.map_or("-".into(), |e| e.to_string())).collect();
+        for c in &p.table {
+            let values: Vec<f64> =
+                v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(c, i)).collect();
+            let median = crate::measure::stats::summarize(&values).map_or("-".into(), |s| fmt_value(s.median));
+            line.push_str(&format!(" {:>w$}", median, w = c.len().max(8)));
+        }
+        let exits: Vec<String> = v.outcomes.iter().map(short_outcome).collect();
         line.push_str(&format!(
             " {:>6} {:<20} {}",
             v.ratio_to_baseline.map_or("-".into(), |x| format!("{x:.2}")),
@@ -104,10 +125,60 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
         }
         nfs_read::results::netem_line(&mut t, v);
     }
+    outcome_lines(&mut t, m, p);
     for pr in &m.problems {
         let _ = writeln!(t, "problem: {pr}");
     }
     t
+}
+
+/// The table of a measurement that compares outcomes (`compare: outcome`).
+fn outcome_table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "measurement {}: outcome (how each iteration ended)", m.name);
+    let _ = writeln!(t, "{:<42} {:<20} outcomes", "kernel (vm)", "verdict");
+    for v in &m.vms {
+        let verdict = if v.vm == m.baseline { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
+        let outcomes: Vec<String> = v.outcomes.iter().map(short_outcome).collect();
+        let _ =
+            writeln!(t, "{:<42} {:<20} {}", format!("{} ({})", v.kernel_release, v.vm), verdict, outcomes.join(" "));
+    }
+    outcome_lines(&mut t, m, p);
+    for pr in &m.problems {
+        let _ = writeln!(t, "problem: {pr}");
+    }
+    t
+}
+
+/// The line that says how the VMs' outcomes differ, when they do.
+fn outcome_lines(t: &mut String, m: &MeasurementResult, p: &MeasurementPlan) {
+    let mut words: Vec<String> = m.vms.iter().map(VmResult::outcome_words).collect();
+    words.dedup();
+    if words.len() > 1 {
+        let command = p.vms.first().map_or("", |v| v.commands.run.split_whitespace().next().unwrap_or(""));
+        let per_vm: Vec<String> = m
+            .vms
+            .iter()
+            .map(|v| {
+                let base = if v.vm == m.baseline { ", baseline" } else { "" };
+                format!("{} on {} ({}{base})", v.outcome_words(), v.kernel_release, v.vm)
+            })
+            .collect();
+        let _ = writeln!(t, "outcomes differ: `{command}` {}", per_vm.join("; "));
+    }
+}
+
+/// An outcome in the table's column: the exit status, `sig9`, `setup:32`, `timeout`,
+/// `crash`, `-` (not run).
+fn short_outcome(o: &Outcome) -> String {
+    match o {
+        Outcome::Exited { status } => status.to_string(),
+        Outcome::Signalled { signal } => format!("sig{signal}"),
+        Outcome::SetupFailed { status } => format!("setup:{}", status.map_or("?".into(), |s| s.to_string())),
+        Outcome::TimedOut => "timeout".into(),
+        Outcome::Crashed => "crash".into(),
+        Outcome::NotRun => "-".into(),
+    }
 }
 
 /// A column title for a metric: `s` for seconds, `MB/s`, else the name.
@@ -119,9 +190,9 @@ fn short(metric: &str) -> &str {
     }
 }
 
-/// Two decimals for small values, none for counts.
+/// Whole numbers as they are, other values with two decimals.
 fn fmt_value(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() >= 100.0 {
+    if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")

@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::results::Analysis;
-use crate::measure::analysis::{IterationResult, MeasurementResult};
+use crate::measure::analysis::{IterationResult, MeasurementResult, OUTCOME_METRIC};
 use crate::measure::plan::MeasurementPlan;
+use crate::measure::script::Section;
 use crate::measure::stats::{Comparison, Verdict};
 use crate::run::RunError;
 use crate::scenarios::nfs_read::results::NfsResults;
@@ -145,9 +146,9 @@ pub struct NormMeasuredVm {
     pub kernel_release: String,
     /// Measured iterations.
     pub iterations: usize,
-    /// `run`'s exit status in each iteration (when the policy keeps them).
+    /// How each iteration ended (when the policy keeps it): `exit 0`, `timed out`, …
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_status: Option<Vec<Option<i32>>>,
+    pub outcomes: Option<Vec<String>>,
     /// Verdict against the baseline (absent for the baseline or with `verdict: none`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict: Option<String>,
@@ -200,8 +201,14 @@ fn norm_measurement(m: &MeasurementResult, p: &MeasurementPlan) -> NormMeasureme
                 vm: v.vm.clone(),
                 kernel_release: v.kernel_release.clone(),
                 iterations: v.iterations.len(),
-                exit_status: policy.exit_status.then(|| v.exit_statuses.clone()),
-                verdict: v.comparison.as_ref().and_then(|c| verdict_for(policy.verdict, c, p.metric.is_speed())),
+                outcomes: policy.outcome.then(|| v.outcomes.iter().map(ToString::to_string).collect()),
+                verdict: if p.metric.name == OUTCOME_METRIC {
+                    (policy.verdict != SnapshotVerdicts::None)
+                        .then(|| v.verdict.as_ref().map(|w| w.split(':').next().unwrap_or(w).to_string()))
+                        .flatten()
+                } else {
+                    v.comparison.as_ref().and_then(|c| verdict_for(policy.verdict, c, p.metric.is_speed()))
+                },
                 signs: policy
                     .signs
                     .iter()
@@ -222,7 +229,10 @@ fn norm_measurement(m: &MeasurementResult, p: &MeasurementPlan) -> NormMeasureme
                 sections: policy
                     .sections
                     .iter()
-                    .filter_map(|s| Some((s.clone(), v.iterations.first()?.records.get(s)?.clone())))
+                    .filter_map(|s| {
+                        let text = v.iterations.first()?.raw.sections.get(Section::Record(s))?;
+                        Some((s.clone(), text.trim().to_string()))
+                    })
                     .collect(),
             })
             .collect(),

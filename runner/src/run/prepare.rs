@@ -118,6 +118,7 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
                 stdout: None,
                 stderr: None,
                 error: None,
+                diagnostics: None,
                 snapshot: s.snapshot,
             })
             .collect(),

@@ -61,6 +61,11 @@ pub struct StepRecord {
     pub stderr: Option<String>,
     /// Error text for `error`/`timed_out`/`skipped`.
     pub error: Option<String>,
+    /// For a measured iteration that hung or whose guest died: the file with the kernel
+    /// log and the blocked tasks' stacks (or the console's last lines), relative to the
+    /// run folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<String>,
     /// Whether the suite asked for this step's stdout in its snapshot (`snapshot: true`).
     #[serde(default)]
     pub snapshot: bool,
@@ -219,4 +224,32 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), RunError> 
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, RunError> {
     let text = std::fs::read_to_string(path).map_err(super::io_err("reading", path))?;
     serde_json::from_str(&text).map_err(|e| RunError::Json { path: path.to_path_buf(), message: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_profile_step_has_one_name_and_reads_back() {
+        let step = StepRecord {
+            name: "profile-nfs-server-2.4.19".into(),
+            kind: StepKind::Profile { profile: "nfs-server-2.4.19".into() },
+            status: StepStatus::Passed,
+            exit_code: Some(0),
+            signal: None,
+            expect_exit: 0,
+            duration_s: 1.5,
+            stdout: Some("vms/server/01-profile-nfs-server-2.4.19.stdout".into()),
+            stderr: None,
+            error: None,
+            diagnostics: None,
+            snapshot: false,
+        };
+        let text = serde_json::to_string(&step).unwrap();
+        assert_eq!(text.matches("\"name\"").count(), 1, "{text}");
+        let back: StepRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.name, "profile-nfs-server-2.4.19");
+        assert_eq!(back.kind, step.kind);
+    }
 }

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::events::{Event, EventSink};
 use crate::infra::qemu::vm::{Vm, VmError};
-use crate::suite::plan::{Dependency, StepPlan, VmPlan};
+use crate::suite::plan::{Dependency, StepKind, StepPlan, Until, VmPlan};
 
 use super::record::{write_json, ClockCheck, RunRecord, StepRecord, StepStatus, VmRecord};
 use super::{io_err, RunError};
@@ -73,13 +73,15 @@ enum Wait {
     TimedOut(Dependency),
 }
 
-/// Waits (at most `limit`) until every dependency of `st` has ended and passed.
+/// Waits (at most `limit`) until every dependency of `st` has ended, and passed where
+/// it must ([`Until`]).
 async fn wait_deps(rx: &mut watch::Receiver<BTreeMap<Dependency, bool>>, st: &StepPlan, limit: Duration) -> Wait {
     let deadline = tokio::time::Instant::now() + limit;
     for d in &st.after {
-        let ok = match tokio::time::timeout_at(deadline, rx.wait_for(|m| m.contains_key(d))).await {
+        let key = d.key();
+        let ok = match tokio::time::timeout_at(deadline, rx.wait_for(|m| m.contains_key(&key))).await {
             Err(_) => return Wait::TimedOut(d.clone()),
-            Ok(Ok(m)) => m[d],
+            Ok(Ok(m)) => m[&key] || d.until == Until::Ended,
             Ok(Err(_)) => false,
         };
         if !ok {
@@ -87,6 +89,40 @@ async fn wait_deps(rx: &mut watch::Receiver<BTreeMap<Dependency, bool>>, st: &St
         }
     }
     Wait::Ready
+}
+
+/// What a kernel developer asks for first when a command hangs: the kernel log, and
+/// the stacks of the blocked (D-state) tasks (`sysrq-w`, which the kernel prints into
+/// that log). Run through the guest agent, which answers as long as the guest is
+/// scheduling at all.
+pub const HANG_DIAGNOSTICS_SCRIPT: &str = "echo '== dmesg (last 100 lines)'; dmesg | tail -n 100
+echo w > /proc/sysrq-trigger; sleep 1
+echo '== blocked tasks (echo w > /proc/sysrq-trigger)'; dmesg | sed -n '/sysrq: Show Blocked State/,$p' | tail -n 400
+";
+
+/// How long [`HANG_DIAGNOSTICS_SCRIPT`] may take.
+const DIAGNOSTICS_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Lines of the serial console kept when the guest died or its agent is gone.
+const CONSOLE_TAIL_LINES: usize = 60;
+
+/// Writes `vms/<vm>/NN-<step>.diagnostics` after step `idx` hung or its VM died: the
+/// hang diagnostics through the agent, or the console's last lines when the agent
+/// does not answer. Returns the file's path relative to the run folder.
+async fn diagnose(vm: &mut Vm, vp: &VmPlan, idx: usize, rec: &Recorder) -> Result<String, RunError> {
+    let st = &vp.steps[idx];
+    let text =
+        match vm.exec(&format!("{}-diagnostics", st.name), HANG_DIAGNOSTICS_SCRIPT, None, DIAGNOSTICS_TIMEOUT).await {
+            Ok(r) => String::from_utf8_lossy(&r.stdout).into_owned(),
+            Err(e) => format!(
+                "the guest agent gave no diagnostics ({e})\n== serial console (last {CONSOLE_TAIL_LINES} lines)\n{}\n",
+                vm.console_tail(CONSOLE_TAIL_LINES)
+            ),
+        };
+    let name = format!("{:02}-{}.diagnostics", idx + 1, st.name);
+    let path = rec.dir.join("vms").join(&vp.name).join(&name);
+    std::fs::write(&path, text).map_err(io_err("writing", &path))?;
+    Ok(format!("vms/{}/{name}", vp.name))
 }
 
 /// Boots nothing: waits for `vm`'s guest agent, then runs `vp`'s steps in order,
@@ -102,7 +138,7 @@ pub(super) async fn run_vm(
     booted_at: &Mutex<Option<Instant>>,
 ) -> Result<(), RunError> {
     let vdir = rec.dir.join("vms").join(&vp.name);
-    let up = Dependency { vm: vp.name.clone(), step: None };
+    let up = Dependency { vm: vp.name.clone(), step: None, until: Until::Passed };
     let took = match vm.wait_ready(vp.boot_timeout).await {
         Ok(t) => t,
         Err(e) => {
@@ -123,7 +159,7 @@ pub(super) async fn run_vm(
     let mut rx = progress.subscribe();
     let mut blocked: Option<String> = None;
     for (idx, st) in vp.steps.iter().enumerate() {
-        let key = Dependency { vm: vp.name.clone(), step: Some(st.name.clone()) };
+        let key = Dependency::step(&vp.name, &st.name);
         if blocked.is_none() {
             match wait_deps(&mut rx, st, st.timeout).await {
                 Wait::Ready => {}
@@ -175,6 +211,16 @@ pub(super) async fn run_vm(
             Ok(r) => Some(write_outputs(&vdir, &vp.name, idx, &st.name, &r.stdout, &r.stderr)?),
             Err(_) => None,
         };
+        // A measured iteration that hangs or kills its guest is an outcome of that VM,
+        // not the end of the run: it is recorded (with what a kernel developer asks for
+        // first) and the other VMs go on; this VM's later steps are skipped.
+        let measured = matches!(st.kind, StepKind::Measure { .. });
+        let diagnostics = match &result {
+            Err(VmError::StepTimeout { .. }) | Err(VmError::Exited { .. }) | Err(VmError::Agent { .. }) if measured => {
+                Some(diagnose(vm, vp, idx, rec).await?)
+            }
+            _ => None,
+        };
         let error = result.as_ref().err().map(ToString::to_string);
         rec.set_step(&vp.name, idx, |s| {
             s.status = status;
@@ -186,6 +232,7 @@ pub(super) async fn run_vm(
                 s.stdout = Some(out);
                 s.stderr = Some(err);
             }
+            s.diagnostics = diagnostics.clone();
         });
         rec.save()?;
         rec.event(Event::StepFinished { vm: vp.name.clone(), step: st.name.clone(), status, took });
@@ -193,8 +240,17 @@ pub(super) async fn run_vm(
             m.insert(key, status == StepStatus::Passed);
         });
         match result {
+            Err(e) if measured => {
+                blocked = Some(match e {
+                    VmError::StepTimeout { .. } => format!("iteration {} hung; the guest may be wedged", st.name),
+                    _ => format!("the guest died or lost its agent during {}", st.name),
+                });
+            }
             Err(e) => return Err(RunError::Vm(e)),
-            Ok(_) if status != StepStatus::Passed => blocked = Some(format!("step {} did not pass", st.name)),
+            // A measured iteration that failed is an outcome; the next ones still run.
+            Ok(_) if status != StepStatus::Passed && !measured => {
+                blocked = Some(format!("step {} did not pass", st.name))
+            }
             Ok(_) => {}
         }
     }
@@ -228,4 +284,42 @@ fn write_outputs(
     std::fs::write(&o, stdout).map_err(io_err("writing", &o))?;
     std::fs::write(&e, stderr).map_err(io_err("writing", &e))?;
     Ok((format!("vms/{vm}/{base}.stdout"), format!("vms/{vm}/{base}.stderr")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(after: Vec<Dependency>) -> StepPlan {
+        StepPlan::new("s", "true".into(), StepKind::User, Duration::from_secs(1)).after(after)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_ended_dependency_needs_no_pass() {
+        let (tx, mut rx) = watch::channel(BTreeMap::new());
+        tx.send_modify(|m| {
+            m.insert(Dependency::step("a", "m-1"), false);
+        });
+        let waited = wait_deps(&mut rx, &step(vec![Dependency::ended("a", "m-1")]), Duration::from_secs(1)).await;
+        assert!(matches!(waited, Wait::Ready));
+        let waited = wait_deps(&mut rx, &step(vec![Dependency::step("a", "m-1")]), Duration::from_secs(1)).await;
+        assert!(matches!(waited, Wait::Failed(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dependency_that_never_ends_ends_the_wait_at_the_steps_timeout() {
+        let (tx, mut rx) = watch::channel(BTreeMap::new());
+        let dep = Dependency::step("bravo", "t1");
+        let waited = wait_deps(&mut rx, &step(vec![dep.clone()]), Duration::from_secs(60)).await;
+        assert!(matches!(waited, Wait::TimedOut(d) if d == dep));
+        // One that passes, and one that failed.
+        tx.send_modify(|m| {
+            m.insert(dep.clone(), true);
+            m.insert(Dependency::step("bravo", "t2"), false);
+        });
+        assert!(matches!(wait_deps(&mut rx, &step(vec![dep.clone()]), Duration::from_secs(1)).await, Wait::Ready));
+        let failed =
+            wait_deps(&mut rx, &step(vec![dep, Dependency::step("bravo", "t2")]), Duration::from_secs(1)).await;
+        assert!(matches!(failed, Wait::Failed(why) if why.contains("bravo/t2")));
+    }
 }

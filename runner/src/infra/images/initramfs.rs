@@ -11,7 +11,7 @@ use std::path::Path;
 /// One member of an archive.
 #[derive(Debug, Clone)]
 pub enum Member {
-    /// A directory with permission bits.
+    /// A directory (mode 0755).
     Dir {
         /// Path inside the archive, without a leading `/`.
         name: String,

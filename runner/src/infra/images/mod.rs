@@ -246,7 +246,7 @@ impl Catalog {
 }
 
 /// A per-run cancellation flag for image builds: set it and every external tool started
-/// by [`run_tool`] with it (and that tool's children: it runs in its own process group)
+/// by `run_tool` with it (and that tool's children: it runs in its own process group)
 /// is killed within 100 ms, and its build fails, so nothing half-built reaches the cache.
 /// Each run has its own flag (see [`Cache::with_cancel`]): an interrupted run never
 /// fails the builds of a later run in the same process.
@@ -330,4 +330,26 @@ pub(crate) fn run_tool(
         return Err(fail(status.to_string(), tail));
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancelled_run_stops_its_builds_and_no_later_ones() {
+        // The flag of an interrupted run: its tool is killed at once.
+        let interrupted = CancelFlag::new();
+        interrupted.cancel();
+        let t = std::time::Instant::now();
+        let err = run_tool(std::process::Command::new("sleep").arg("30"), "sleep", None, &interrupted).unwrap_err();
+        assert!(err.to_string().contains("interrupted"), "{err}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "killed within the poll interval: {:?}", t.elapsed());
+        // A later run in the same process has its own flag: its builds run (the flag used
+        // to be a process-wide latch, and every later build failed as "interrupted").
+        let cache = Cache::new(std::env::temp_dir()).with_cancel(CancelFlag::new());
+        let out = run_tool(std::process::Command::new("echo").arg("built"), "echo", None, cache.cancel_flag()).unwrap();
+        assert_eq!(out.trim(), "built");
+        assert!(!cache.cancel_flag().is_cancelled() && interrupted.is_cancelled());
+    }
 }

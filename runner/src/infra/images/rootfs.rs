@@ -47,8 +47,10 @@ pub fn rootfs_key(catalog: &Catalog, name: &str) -> Result<String, ImageError> {
     Ok(sha256_hex(&material))
 }
 
-/// Returns the rootfs `name`, building it if the cache lacks it. `mirror` is the
-/// Debian archive URL handed to mmdebstrap.
+/// Returns the rootfs `name`, building it if the cache lacks it (mmdebstrap from the
+/// Debian archive the host's apt uses, see [`super::debian::archive_url`]).
+///
+/// Errors: [`ImageError`] naming the tool or file that failed.
 pub fn resolve_rootfs(
     cache: &Cache,
     catalog: &Catalog,

@@ -261,12 +261,6 @@ impl Vm {
         }
     }
 
-    /// Runs `script` with `/bin/sh -c` in the guest (stdin from `stdin`), waiting up to
-    /// `timeout`. `step` names it in errors.
-    ///
-    /// Errors: [`VmError::StepTimeout`] after `timeout` (the guest process is left
-    /// running; the caller shuts the VM down), [`VmError::Exited`] as soon as QEMU
-    /// exits, [`VmError::Agent`] if the agent connection fails.
     /// Reads the guest's clock through the agent (bounded: 5 s), with the host's clock
     /// taken halfway through the request. `None` if the agent doesn't answer.
     pub async fn clock_sample(&self) -> Option<ClockSample> {
@@ -279,6 +273,12 @@ impl Vm {
         Some(ClockSample { host_ns: host, guest_ns: guest })
     }
 
+    /// Runs `script` with `/bin/sh -c` in the guest (stdin from `stdin`), waiting up to
+    /// `timeout`. `step` names it in errors.
+    ///
+    /// Errors: [`VmError::StepTimeout`] after `timeout` (the guest process is left
+    /// running; the caller shuts the VM down), [`VmError::Exited`] as soon as QEMU
+    /// exits, [`VmError::Agent`] if the agent connection fails.
     pub async fn exec(
         &mut self,
         step: &str,

@@ -219,9 +219,10 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         bytes: Some(Bytes::Record(RECORD_BYTES.into())),
         metric: Metric { name: crate::measure::DEFAULT_METRIC.into(), better: Better::Lower },
         checks,
+        table: vec![],
         snapshot: SnapshotPolicy {
             verdict: n.snapshot_verdicts.unwrap_or_default(),
-            exit_status: true,
+            outcome: true,
             signs: vec![],
             sections: vec![],
         },

@@ -208,19 +208,50 @@ pub struct Dependency {
     pub vm: String,
     /// Step name; `None` = the VM's guest agent answers.
     pub step: Option<String>,
+    /// What the step must have done: passed (default), or only ended.
+    #[serde(default, skip_serializing_if = "Until::is_passed")]
+    pub until: Until,
+}
+
+/// How far a [`Dependency`] must have got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Until {
+    /// It passed; if it did not, the waiting step is skipped (a user's `after`).
+    #[default]
+    Passed,
+    /// It ended, however (the order of a measurement's iterations: one VM's failed or
+    /// timed-out iteration does not stop the others from being measured).
+    Ended,
+}
+
+impl Until {
+    fn is_passed(&self) -> bool {
+        *self == Until::Passed
+    }
 }
 
 impl Dependency {
-    /// Step `step` of VM `vm`.
+    /// Step `step` of VM `vm` passed.
     pub fn step(vm: &str, step: &str) -> Dependency {
-        Dependency { vm: vm.to_string(), step: Some(step.to_string()) }
+        Dependency { vm: vm.to_string(), step: Some(step.to_string()), until: Until::Passed }
     }
 
-    /// Parses `vm` or `vm/step`.
+    /// Step `step` of VM `vm` ended, whatever its outcome.
+    pub fn ended(vm: &str, step: &str) -> Dependency {
+        Dependency { until: Until::Ended, ..Dependency::step(vm, step) }
+    }
+
+    /// This dependency's key in the run's progress map (the step, whatever `until`).
+    pub fn key(&self) -> Dependency {
+        Dependency { until: Until::Passed, ..self.clone() }
+    }
+
+    /// Parses `vm` or `vm/step` (a user's `after`: it must pass).
     pub fn parse(s: &str) -> Dependency {
         match s.split_once('/') {
             Some((v, st)) => Dependency::step(v, st),
-            None => Dependency { vm: s.into(), step: None },
+            None => Dependency { vm: s.into(), step: None, until: Until::Passed },
         }
     }
 }

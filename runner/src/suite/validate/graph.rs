@@ -53,7 +53,7 @@ pub fn check_graph(spec: &SuiteSpec, plan: &Plan) -> Vec<ValidationError> {
                     .and_then(|i| i.parse::<usize>().ok());
                 let dep = &st.after[n];
                 m.and_then(|i| spec.measure.get(i))
-                    .and_then(|ms| ms.after.iter().position(|a| Dependency::parse(a) == *dep))
+                    .and_then(|ms| ms.after.iter().position(|a| Dependency::parse(a).key() == dep.key()))
                     .map_or(origin.clone(), |j| format!("{origin}.after[{j}]"))
             }
             _ => origin,

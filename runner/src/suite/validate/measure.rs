@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{duration, exit_status, guest, is_name, limits, range, ValidationError};
+use crate::measure::analysis::OUTCOME_METRIC;
 use crate::measure::observer::{derived_metrics, ObserverKind};
 use crate::measure::script::BUILTIN_SECTIONS;
 use crate::measure::spec::{MeasureSpec, ObserverSpec};
@@ -241,7 +242,7 @@ fn check_one(
                 match all.get(name) {
                     Some(_) => Err(format!("{name} comes from an observer this measurement lacks; add it to `observe`")),
                     None => Err(format!(
-                        "{} is not a metric: use elapsed_s, user_s, system_s, throughput_mb_s, a derived metric of the observers ({}) or a counter name (netstat.Ip.ReasmFails, nfs.client.rpc.retrans, mountstats.READ.transmissions){}",
+                        "{} is not a metric: use elapsed_s, user_s, system_s, throughput_mb_s, a derived metric of the observers ({}), a counter name (netstat.Ip.ReasmFails, nfs.client.rpc.retrans, mountstats.READ.transmissions), or (for `compare`) outcome{}",
                         shown(name, 80),
                         all.keys().copied().collect::<Vec<_>>().join(", "),
                         non_ascii_hint(name)
@@ -250,9 +251,21 @@ fn check_one(
             }
         }
     };
-    if let Some(c) = &m.compare {
+    if let Some(c) = m.compare.as_deref().filter(|c| *c != OUTCOME_METRIC) {
         if let Err(e) = metric_ok(c) {
             rule(errs, format!("{k}.compare"), e);
+        }
+    }
+    if m.compare.as_deref() == Some(OUTCOME_METRIC) && m.better.is_some() {
+        rule(
+            errs,
+            format!("{k}.better"),
+            "outcomes are the same or different, neither better nor worse; leave `better` out".into(),
+        );
+    }
+    for (j, name) in m.table.iter().enumerate() {
+        if let Err(e) = metric_ok(name) {
+            rule(errs, format!("{k}.table[{j}]"), e);
         }
     }
     let sections_ok = |name: &str| name == "stdout" || name == "stderr" || records.contains(name);

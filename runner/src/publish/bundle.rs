@@ -1,0 +1,499 @@
+//! `vmrepro bundle RUN_DIR -o FILE.tar.gz|.tar.zst`: one file to attach to a bug
+//! report, and its reading back ([`extract`]) for `replay` and `compare`.
+//!
+//! # Layout
+//!
+//! One top folder `<suite>-<run folder name>/` holding:
+//!
+//! ```text
+//! BUNDLE.json              what the bundle holds (BundleInfo, schema 1)
+//! MANIFEST                 "<sha256>  <path>" of every other file (`sha256sum -c MANIFEST`)
+//! project/suites/<suite>.yaml   the suite, at its place in the project
+//! project/…                every file it references (fragments, patches, local kernels)
+//! project/images/kernels.yaml   the pinned entries it uses (and nothing else)
+//! project/images/rootfs/<name>.yaml, <overlay>/…, initramfs/init, profiles/<p>.sh
+//! run/                     the run folder: plan.json, run.json, results.json,
+//!                          environment.json, report.md, report.html, vms/<vm>/… (serial
+//!                          consoles, QEMU command lines, step outputs), nfs/<client>/…
+//! packages/<file>.deb      with --with-images: the pinned kernel packages
+//! kernels/<n>/…            with --with-images: each source-built kernel (vmlinuz,
+//!                          release, config, initramfs-modules.cpio)
+//! ```
+//!
+//! Paths inside `project/` are the files' paths relative to the project folder (the
+//! parent of `images/`), so the suite's relative references still resolve, and the
+//! rootfs recipe, overlay and `/init` are byte for byte the ones used: the rootfs cache
+//! key computed from them on replay is the same. Text copies are redacted
+//! ([`super::redact`]); serial consoles and QEMU's stderr over [`MAX_LOG_BYTES`] keep
+//! their head and tail with a note. Tar headers carry no owner, group or user name and
+//! a fixed time, so bundling the same run twice gives the same archive contents.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::archive::write_archive;
+pub use super::archive::{extract, verify, Compression, Extracted};
+use super::redact::{Identity, Redactor};
+use crate::infra::images::kernel::KernelSource;
+use crate::infra::images::rootfs::walk_files;
+use crate::infra::images::{Cache, Catalog, ImageError};
+use crate::report::published;
+use crate::run::environment::{self, file_sha256, ToolInfo};
+use crate::run::record::{read_json, RunRecord};
+use crate::run::RUN_FILE;
+use crate::suite::plan::{Plan, StepKind};
+
+/// Bundle format version.
+pub const BUNDLE_SCHEMA: u32 = 1;
+/// Name of the bundle's description.
+pub const BUNDLE_FILE: &str = "BUNDLE.json";
+/// Name of the checksum list.
+pub const MANIFEST_FILE: &str = "MANIFEST";
+/// Serial consoles and QEMU stderr larger than this are cut (head and tail kept).
+pub const MAX_LOG_BYTES: usize = 256 * 1024;
+/// The time in every tar header (2024-01-01T00:00:00Z).
+pub(super) const MTIME: u64 = 1_704_067_200;
+
+/// `BUNDLE.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BundleInfo {
+    /// [`BUNDLE_SCHEMA`].
+    pub schema: u32,
+    /// Suite name.
+    pub suite: String,
+    /// The suite file inside the bundle (`project/suites/<suite>.yaml`).
+    pub suite_file: String,
+    /// The `images/` folder inside the bundle.
+    pub images_dir: String,
+    /// The run folder inside the bundle (`run`).
+    pub run: String,
+    /// The vmrepro that made the bundle.
+    pub created_by: ToolInfo,
+    /// Whether the kernels are inside.
+    pub with_images: bool,
+    /// Bundled kernel packages.
+    #[serde(default)]
+    pub packages: Vec<BundledPackage>,
+    /// Bundled source-built kernels.
+    #[serde(default)]
+    pub kernels: Vec<BundledKernel>,
+    /// The placeholders that replaced host-specific text.
+    pub placeholders: Vec<String>,
+    /// Logs that were cut.
+    #[serde(default)]
+    pub cut_logs: Vec<String>,
+    /// Notes on the redaction (names too short to replace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// A pinned kernel package inside the bundle.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BundledPackage {
+    /// Package name.
+    pub package: String,
+    /// Version.
+    pub version: String,
+    /// Pinned SHA-256.
+    pub sha256: String,
+    /// Path inside the bundle.
+    pub path: String,
+}
+
+/// A source-built kernel inside the bundle.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BundledKernel {
+    /// [`KernelSource::label`].
+    pub label: String,
+    /// Its release.
+    pub release: String,
+    /// Folder inside the bundle holding the cache entry's files.
+    pub path: String,
+}
+
+/// Errors of bundling and of reading bundles.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// The folder is not a finished run folder.
+    #[error("{}: not a run folder ({missing} is missing)", dir.display())]
+    NotARunFolder {
+        /// The folder.
+        dir: PathBuf,
+        /// What is missing.
+        missing: String,
+    },
+    /// The suite can't be loaded again.
+    #[error("loading the run's suite {}: {message}", path.display())]
+    Suite {
+        /// The suite file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// The suite file changed since the run.
+    #[error("the suite {} changed since the run (SHA-256 then {then}, now {now}); bundle a run of the suite as it is, or restore the file", path.display())]
+    SuiteChanged {
+        /// The suite file.
+        path: PathBuf,
+        /// Recorded SHA-256.
+        then: String,
+        /// Current SHA-256.
+        now: String,
+    },
+    /// A referenced file lies outside the project folder.
+    #[error("{} is outside the project folder {}; a bundle keeps files at their place in the project", path.display(), root.display())]
+    Outside {
+        /// The file.
+        path: PathBuf,
+        /// The project folder.
+        root: PathBuf,
+    },
+    /// An image could not be found or fetched.
+    #[error("{0}")]
+    Image(#[from] ImageError),
+    /// The file is not a bundle, or is damaged.
+    #[error("{}: {message}", path.display())]
+    Format {
+        /// The bundle.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// Reading or writing failed.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What we were doing.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+pub(super) fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> BundleError + 'a {
+    move |source| BundleError::Io { what, path: path.to_path_buf(), source }
+}
+
+/// How to bundle.
+#[derive(Debug, Clone)]
+pub struct BundleOptions {
+    /// Also carry the kernels (pinned `.deb`s, source-built kernels).
+    pub with_images: bool,
+    /// The artefact cache (where the kernels are).
+    pub cache: Cache,
+    /// The publisher, for redaction.
+    pub identity: Identity,
+    /// The `images/` folder (default: the one the run recorded).
+    pub images: Option<PathBuf>,
+}
+
+/// What [`bundle`] wrote.
+#[derive(Debug, Clone)]
+pub struct BundleSummary {
+    /// The bundle.
+    pub path: PathBuf,
+    /// Its size, bytes.
+    pub bytes: u64,
+    /// Files inside (MANIFEST included).
+    pub files: usize,
+    /// Total size of the files before compression, bytes.
+    pub unpacked_bytes: u64,
+    /// What was carried.
+    pub info: BundleInfo,
+}
+
+/// One file of a bundle: its bytes and mode.
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    /// Its bytes.
+    pub data: Vec<u8>,
+    /// Its mode bits.
+    pub mode: u32,
+}
+
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    let exec = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
+    if exec {
+        0o755
+    } else {
+        0o644
+    }
+}
+
+/// The redactor for run folder `run_dir` (see [`super::redact`]).
+pub fn redactor_for(run_dir: &Path, record: &RunRecord, identity: &Identity, cache: &Cache) -> Redactor {
+    let env = environment::read(run_dir);
+    let mut r = Redactor::new();
+    r.path(std::path::absolute(run_dir).unwrap_or_else(|_| run_dir.to_path_buf()), "$RUN_DIR");
+    if let Some(t) = &record.temp_dir {
+        let name = Path::new(t).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        r.path(t, &format!("$TMP/{name}"));
+    }
+    if let Some(e) = &env {
+        let project = Path::new(&e.suite.project_root);
+        if let Some(dir) = Path::new(&e.suite.path).parent() {
+            if !dir.starts_with(project) {
+                r.path(dir, "$SUITE_DIR");
+            }
+        }
+        r.path(project, "$PROJECT");
+        r.path(&e.cache_root, "$CACHE");
+    }
+    r.path(cache.root(), "$CACHE");
+    if let Some(h) = &identity.home {
+        r.path(h, "$HOME");
+    }
+    if let Some(h) = &identity.host {
+        r.word(h, "$HOSTNAME");
+    }
+    if let Some(u) = &identity.user {
+        r.word(u, "$USER");
+    }
+    r
+}
+
+/// Keeps the first quarter and the last half of `data` when it is over `max` bytes,
+/// with a note between them.
+pub fn cut_log(data: &[u8], max: usize) -> Option<Vec<u8>> {
+    if data.len() <= max {
+        return None;
+    }
+    let head = max / 4;
+    let tail = max / 2;
+    let mut out = data[..head].to_vec();
+    out.extend_from_slice(
+        format!(
+            "\n[vmrepro bundle: {} bytes cut here; this log was {} bytes, the whole log is in the run folder]\n",
+            data.len() - head - tail,
+            data.len()
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(&data[data.len() - tail..]);
+    Some(out)
+}
+
+/// The entries of `images/kernels.yaml` that `plan` uses, as YAML text.
+fn pinned_entries(catalog: &Catalog, plan: &Plan) -> Result<String, BundleError> {
+    let path = catalog.dir.join("kernels.yaml");
+    let text = std::fs::read_to_string(&path).map_err(io("reading", &path))?;
+    let mut doc: serde_yaml::Value =
+        serde_yaml::from_str(&text).map_err(|e| BundleError::Format { path: path.clone(), message: e.to_string() })?;
+    let mut used = BTreeSet::new();
+    for v in &plan.vms {
+        match &v.kernel {
+            KernelSource::Debian(k) => {
+                used.insert(k.sha256.clone());
+            }
+            KernelSource::Source(s) => {
+                used.insert(s.source.sha256.clone());
+            }
+            KernelSource::Local { .. } => {}
+        }
+    }
+    for key in ["kernels", "sources"] {
+        if let Some(serde_yaml::Value::Sequence(seq)) = doc.get_mut(key) {
+            seq.retain(|e| e.get("sha256").and_then(|s| s.as_str()).is_some_and(|s| used.contains(s)));
+        }
+    }
+    let body = serde_yaml::to_string(&doc).map_err(|e| BundleError::Format { path, message: e.to_string() })?;
+    Ok(format!(
+        "# The entries of images/kernels.yaml that this bundle's suite uses (vmrepro bundle).\n\
+         # Fetch a package from the Debian archive (or a snapshot archive) at <archive>/<filename>\n\
+         # and check its size and SHA-256.\n{body}"
+    ))
+}
+
+/// Bundles run folder `run_dir` into `out` (`.tar.gz`, `.tgz` or `.tar.zst`).
+///
+/// Errors: see [`BundleError`].
+pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<BundleSummary, BundleError> {
+    let compression = Compression::of(out)?;
+    let record: RunRecord = if run_dir.join(RUN_FILE).is_file() {
+        read_json(&run_dir.join(RUN_FILE))
+            .map_err(|e| BundleError::Format { path: run_dir.join(RUN_FILE), message: e.to_string() })?
+    } else {
+        return Err(BundleError::NotARunFolder { dir: run_dir.to_path_buf(), missing: RUN_FILE.into() });
+    };
+    let env = environment::read(run_dir);
+    // The suite as the run used it: the recorded absolute path, checked by its hash.
+    let suite_path = env.as_ref().map_or_else(|| PathBuf::from(&record.suite_file), |e| PathBuf::from(&e.suite.path));
+    if let Some(e) = &env {
+        let now = file_sha256(&suite_path).map_err(io("reading suite", &suite_path))?;
+        if now != e.suite.sha256 {
+            return Err(BundleError::SuiteChanged { path: suite_path, then: e.suite.sha256.clone(), now });
+        }
+    }
+    let images = opts.images.clone().or_else(|| env.as_ref().map(|e| PathBuf::from(&e.images_dir)));
+    let (plan, catalog) = crate::suite::load(&suite_path, images.as_deref())
+        .map_err(|e| BundleError::Suite { path: suite_path.clone(), message: e.to_string() })?;
+    if !run_dir.join(published::REPORT_MD).is_file() || !run_dir.join(published::REPORT_HTML).is_file() {
+        published::write(run_dir)
+            .map_err(|e| BundleError::Format { path: run_dir.to_path_buf(), message: e.to_string() })?;
+    }
+    let catalog_dir = std::fs::canonicalize(&catalog.dir).unwrap_or_else(|_| catalog.dir.clone());
+    let root = catalog_dir.parent().map(Path::to_path_buf).unwrap_or_default();
+    let redactor = redactor_for(run_dir, &record, &opts.identity, &opts.cache);
+    let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
+    let add_project_file = |entries: &mut BTreeMap<String, Entry>, p: &Path| -> Result<String, BundleError> {
+        let abs = std::fs::canonicalize(p).map_err(io("reading", p))?;
+        let rel =
+            abs.strip_prefix(&root).map_err(|_| BundleError::Outside { path: abs.clone(), root: root.clone() })?;
+        let key = format!("project/{}", rel.display());
+        let data = std::fs::read(&abs).map_err(io("reading", &abs))?;
+        let json = key.ends_with(".json");
+        entries.insert(key.clone(), Entry { data: redactor.apply_file(&data, json), mode: mode_of(&abs) });
+        Ok(key)
+    };
+    let suite_key = add_project_file(&mut entries, &suite_path)?;
+    for v in &plan.vms {
+        match &v.kernel {
+            KernelSource::Source(s) => {
+                for f in s.fragments.iter().chain(&s.patches) {
+                    add_project_file(&mut entries, f)?;
+                }
+            }
+            KernelSource::Local { image, modules } => {
+                add_project_file(&mut entries, image)?;
+                if let Some(m) = modules {
+                    for f in walk_files(m)? {
+                        add_project_file(&mut entries, &f)?;
+                    }
+                }
+            }
+            KernelSource::Debian(_) => {}
+        }
+        for st in &v.steps {
+            if let StepKind::Profile { profile } = &st.kind {
+                if let Some(p) = catalog.profiles.get(profile) {
+                    add_project_file(&mut entries, p)?;
+                }
+            }
+        }
+        let recipe = catalog.dir.join("rootfs").join(format!("{}.yaml", v.rootfs));
+        add_project_file(&mut entries, &recipe)?;
+        if let Some((r, _)) = catalog.rootfs.get(&v.rootfs) {
+            for f in walk_files(&catalog.dir.join("rootfs").join(&r.overlay))? {
+                add_project_file(&mut entries, &f)?;
+            }
+        }
+    }
+    add_project_file(&mut entries, &catalog.dir.join("initramfs/init"))?;
+    let images_rel = catalog_dir.strip_prefix(&root).map_or_else(|_| "images".into(), |p| p.display().to_string());
+    entries.insert(
+        format!("project/{images_rel}/kernels.yaml"),
+        Entry { data: pinned_entries(&catalog, &plan)?.into_bytes(), mode: 0o644 },
+    );
+
+    // The run folder.
+    let mut cut_logs = Vec::new();
+    let run_abs = std::fs::canonicalize(run_dir).map_err(io("reading", run_dir))?;
+    for f in walk_files(&run_abs)? {
+        let rel = f.strip_prefix(&run_abs).unwrap_or(&f).display().to_string();
+        if rel.ends_with(".tmp") {
+            continue;
+        }
+        let mut data = std::fs::read(&f).map_err(io("reading", &f))?;
+        let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name == "console.log" || name == "qemu.stderr" {
+            if let Some(c) = cut_log(&data, MAX_LOG_BYTES) {
+                cut_logs.push(format!("run/{rel}"));
+                data = c;
+            }
+        }
+        let json = rel.ends_with(".json");
+        entries.insert(format!("run/{rel}"), Entry { data: redactor.apply_file(&data, json), mode: 0o644 });
+    }
+
+    // The kernels themselves.
+    let mut packages = Vec::new();
+    let mut kernels = Vec::new();
+    if opts.with_images {
+        let mut seen = BTreeSet::new();
+        for v in &plan.vms {
+            if !seen.insert(v.kernel.label()) {
+                continue;
+            }
+            match &v.kernel {
+                KernelSource::Debian(k) => {
+                    let (deb, _) =
+                        crate::infra::images::debian::fetch_deb(&opts.cache, &k.filename, k.size, &k.sha256)?;
+                    let name = deb.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    let path = format!("packages/{name}");
+                    let data = std::fs::read(&deb).map_err(io("reading", &deb))?;
+                    entries.insert(path.clone(), Entry { data, mode: 0o644 });
+                    packages.push(BundledPackage {
+                        package: k.package.clone(),
+                        version: k.version.clone(),
+                        sha256: k.sha256.clone(),
+                        path,
+                    });
+                }
+                KernelSource::Source(_) | KernelSource::Local { .. } => {
+                    let (art, _) = crate::infra::images::kernel::resolve_kernel(&opts.cache, &v.kernel)?;
+                    let path = format!("kernels/{}", kernels.len() + 1);
+                    for name in ["vmlinuz", "release", "config", "initramfs-modules.cpio", "modules.ext4"] {
+                        let f = art.dir.join(name);
+                        if f.is_file() {
+                            let data = std::fs::read(&f).map_err(io("reading", &f))?;
+                            entries.insert(format!("{path}/{name}"), Entry { data, mode: 0o644 });
+                        }
+                    }
+                    kernels.push(BundledKernel { label: v.kernel.label(), release: art.release.clone(), path });
+                }
+            }
+        }
+    }
+
+    let info = BundleInfo {
+        schema: BUNDLE_SCHEMA,
+        suite: plan.suite.clone(),
+        suite_file: suite_key,
+        images_dir: format!("project/{images_rel}"),
+        run: "run".into(),
+        created_by: ToolInfo::current(),
+        with_images: opts.with_images,
+        packages,
+        kernels,
+        placeholders: ["$RUN_DIR", "$TMP", "$SUITE_DIR", "$PROJECT", "$CACHE", "$HOME", "$HOSTNAME", "$USER"]
+            .map(String::from)
+            .to_vec(),
+        cut_logs,
+        notes: redactor
+            .skipped()
+            .iter()
+            .map(|w| format!("{w:?} (the host or user name) is shorter than {} characters and was not replaced: it can't be told apart from ordinary words", super::redact::MIN_WORD))
+            .collect(),
+    };
+    let json = serde_json::to_string_pretty(&info).expect("serializable") + "\n";
+    entries.insert(BUNDLE_FILE.into(), Entry { data: redactor.apply(json.as_bytes()), mode: 0o644 });
+    let manifest: String =
+        entries.iter().map(|(k, e)| format!("{}  {k}\n", crate::infra::sha256_hex(&e.data))).collect();
+    entries.insert(MANIFEST_FILE.into(), Entry { data: manifest.into_bytes(), mode: 0o644 });
+
+    let top = published::default_bundle_name(&plan.suite, run_dir).trim_end_matches(".tar.gz").to_string();
+    let unpacked_bytes = entries.values().map(|e| e.data.len() as u64).sum();
+    let files = entries.len();
+    write_archive(out, &top, &entries, compression)?;
+    let bytes = std::fs::metadata(out).map_err(io("reading", out))?.len();
+    Ok(BundleSummary { path: out.to_path_buf(), bytes, files, unpacked_bytes, info })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_logs_keep_head_and_tail() {
+        let data: Vec<u8> = (0..1000u32).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
+        let cut = cut_log(&data, 400).unwrap();
+        assert!(cut.starts_with(b"line 0\n"));
+        assert!(cut.ends_with(b"line 999\n"));
+        assert!(String::from_utf8_lossy(&cut).contains("bytes cut here"));
+        assert!(cut_log(b"short", 400).is_none());
+    }
+}

@@ -1,0 +1,275 @@
+//! The inline SVG chart of one measurement in `report.html`: one row per VM, every
+//! repeat a dot, the range of the repeats a bar, the median a tick, and the baseline's
+//! median a dashed line across all rows. Plain SVG 1.1 markup (no script, no external
+//! font or style), so it shows the same in a browser, in a mail client that renders
+//! HTML, and to an XML parser.
+//!
+//! Each mark carries its number (`data-value`, and a `<title>` a browser shows on
+//! hover), so a test can check the chart holds the numbers of `results.json`.
+
+use std::fmt::Write as _;
+
+use super::document::escape;
+
+/// One VM's row.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// VM name.
+    pub vm: String,
+    /// Its kernel release.
+    pub release: String,
+    /// The value of every counted repeat, in order.
+    pub values: Vec<f64>,
+    /// Median of `values`.
+    pub median: Option<f64>,
+    /// The baseline VM.
+    pub baseline: bool,
+    /// The verdict in words (`same`, `slower (1.1x–1.3x)`, `baseline`).
+    pub verdict: String,
+}
+
+const WIDTH: f64 = 820.0;
+const LEFT: f64 = 230.0;
+const RIGHT: f64 = 170.0;
+const TOP: f64 = 58.0;
+const ROW: f64 = 46.0;
+const BOTTOM: f64 = 44.0;
+
+/// Colour of a row's marks: the baseline blue, worse red, better green, same grey.
+fn colour(s: &Series) -> &'static str {
+    let word = s.verdict.split_whitespace().next().unwrap_or("");
+    match word {
+        _ if s.baseline => "#1f6fb2",
+        "slower" | "worse" => "#c0392b",
+        "faster" | "better" => "#1e8449",
+        _ => "#6b7280",
+    }
+}
+
+/// A "nice" tick step (1, 2 or 5 × 10^k) giving about `n` ticks over `range`.
+fn tick_step(range: f64, n: f64) -> f64 {
+    if range <= 0.0 || !range.is_finite() {
+        return 1.0;
+    }
+    let raw = range / n;
+    let mag = 10f64.powf(raw.log10().floor());
+    let f = raw / mag;
+    let nice = if f <= 1.0 {
+        1.0
+    } else if f <= 2.0 {
+        2.0
+    } else if f <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+/// Short text of a value for labels.
+pub fn fmt_num(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1000.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 0.1 || a == 0.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A tick label: as many decimals as the step needs.
+fn fmt_tick(t: f64, step: f64) -> String {
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    format!("{t:.decimals$}")
+}
+
+/// The chart of measurement `title` (values in `unit`) over `series`.
+pub fn strip_chart(title: &str, unit: &str, series: &[Series]) -> String {
+    let all: Vec<f64> = series.iter().flat_map(|s| s.values.iter().copied()).filter(|v| v.is_finite()).collect();
+    let (mut lo, mut hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+    if all.is_empty() {
+        (lo, hi) = (0.0, 1.0);
+    }
+    // From zero when the values spread over more than half of it; else a window around
+    // them (the axis labels say where it starts).
+    let span = (hi - lo).max(hi.abs() * 0.02).max(1e-9);
+    if lo >= 0.0 && lo < 0.5 * hi {
+        lo = 0.0;
+    } else {
+        lo -= span * 0.25;
+    }
+    hi += span * 0.15;
+    let step = tick_step(hi - lo, 5.0);
+    lo = (lo / step).floor() * step;
+    hi = (hi / step).ceil() * step;
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let height = TOP + ROW * series.len().max(1) as f64 + BOTTOM;
+    let x = |v: f64| LEFT + (v - lo) / (hi - lo) * plot_w;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"{WIDTH:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {WIDTH:.0} {height:.0}\" font-family=\"sans-serif\" font-size=\"12\" class=\"vmrepro-chart\">"
+    );
+    let _ = writeln!(s, "<title>{}</title>", escape(&format!("{title} ({unit})")));
+    let _ = writeln!(s, "<rect x=\"0\" y=\"0\" width=\"{WIDTH:.0}\" height=\"{height:.0}\" fill=\"#ffffff\"/>");
+    let _ = writeln!(
+        s,
+        "<text x=\"{LEFT:.0}\" y=\"20\" font-size=\"14\" font-weight=\"bold\" fill=\"#1b1f24\">{}</text>",
+        escape(&format!("{title} ({unit})"))
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"{LEFT:.0}\" y=\"38\" font-size=\"11\" fill=\"#57606a\">dots: repeats · bar: range · tick: median · dashed line: baseline median</text>"
+    );
+    let bottom = TOP + ROW * series.len().max(1) as f64;
+    // Grid and axis.
+    let mut t = lo;
+    let mut guard = 0;
+    while t <= hi + step * 1e-6 && guard < 50 {
+        let xt = x(t);
+        let _ = writeln!(
+            s,
+            "<line x1=\"{xt:.1}\" y1=\"{TOP:.0}\" x2=\"{xt:.1}\" y2=\"{bottom:.0}\" stroke=\"#eaeef2\" stroke-width=\"1\"/>"
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{xt:.1}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#57606a\">{}</text>",
+            bottom + 16.0,
+            fmt_tick(t, step)
+        );
+        t += step;
+        guard += 1;
+    }
+    let _ = writeln!(
+        s,
+        "<line x1=\"{LEFT:.0}\" y1=\"{bottom:.0}\" x2=\"{:.0}\" y2=\"{bottom:.0}\" stroke=\"#8c959f\" stroke-width=\"1\"/>",
+        LEFT + plot_w
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#57606a\">{}</text>",
+        LEFT + plot_w / 2.0,
+        bottom + 34.0,
+        escape(unit)
+    );
+    // The baseline's median across every row.
+    if let Some(m) = series.iter().find(|s| s.baseline).and_then(|s| s.median) {
+        let xm = x(m);
+        let _ = writeln!(
+            s,
+            "<line class=\"baseline-median\" data-value=\"{m}\" x1=\"{xm:.1}\" y1=\"{:.0}\" x2=\"{xm:.1}\" y2=\"{bottom:.0}\" stroke=\"#1f6fb2\" stroke-width=\"1.5\" stroke-dasharray=\"5,4\"><title>{}</title></line>",
+            TOP - 6.0,
+            escape(&format!("baseline median {} {unit}", fmt_num(m)))
+        );
+    }
+    for (i, sr) in series.iter().enumerate() {
+        let y = TOP + ROW * i as f64 + ROW / 2.0;
+        let c = colour(sr);
+        let label = if sr.baseline { format!("{} (baseline)", sr.vm) } else { sr.vm.clone() };
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"end\" font-weight=\"bold\" fill=\"#1b1f24\">{}</text>",
+            LEFT - 12.0,
+            y - 2.0,
+            escape(&label)
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"end\" font-size=\"11\" fill=\"#57606a\">{}</text>",
+            LEFT - 12.0,
+            y + 12.0,
+            escape(&sr.release)
+        );
+        let vals: Vec<f64> = sr.values.iter().copied().filter(|v| v.is_finite()).collect();
+        if let (Some(mn), Some(mx)) = (vals.iter().copied().reduce(f64::min), vals.iter().copied().reduce(f64::max)) {
+            let _ = writeln!(
+                s,
+                "<line class=\"range\" data-min=\"{mn}\" data-max=\"{mx}\" x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{c}\" stroke-opacity=\"0.35\" stroke-width=\"8\" stroke-linecap=\"round\"/>",
+                x(mn),
+                x(mx)
+            );
+        }
+        for (j, v) in sr.values.iter().enumerate() {
+            if !v.is_finite() {
+                continue;
+            }
+            // Repeats with equal values are spread up and down a little.
+            let dy = [0.0, -6.0, 6.0][j % 3];
+            let _ = writeln!(
+                s,
+                "<circle class=\"repeat\" data-vm=\"{}\" data-repeat=\"{}\" data-value=\"{v}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"4.5\" fill=\"{c}\" fill-opacity=\"0.85\" stroke=\"#ffffff\" stroke-width=\"1\"><title>{}</title></circle>",
+                escape(&sr.vm),
+                j + 1,
+                x(*v),
+                y + dy,
+                escape(&format!("{} repeat {}: {} {unit}", sr.vm, j + 1, fmt_num(*v)))
+            );
+        }
+        if let Some(m) = sr.median {
+            let xm = x(m);
+            let _ = writeln!(
+                s,
+                "<line class=\"median\" data-vm=\"{}\" data-value=\"{m}\" x1=\"{xm:.1}\" y1=\"{:.1}\" x2=\"{xm:.1}\" y2=\"{:.1}\" stroke=\"#1b1f24\" stroke-width=\"2.5\"><title>{}</title></line>",
+                escape(&sr.vm),
+                y - 13.0,
+                y + 13.0,
+                escape(&format!("{} median {} {unit}", sr.vm, fmt_num(m)))
+            );
+        }
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.0}\" y=\"{:.0}\" fill=\"{c}\">{}</text>",
+            LEFT + plot_w + 14.0,
+            y + 4.0,
+            escape(&if sr.baseline { "baseline".to_string() } else { sr.verdict.clone() })
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(tick_step(10.0, 5.0), 2.0);
+        assert_eq!(tick_step(0.7, 5.0), 0.2);
+        assert_eq!(tick_step(300.0, 5.0), 100.0);
+        assert_eq!(fmt_tick(25.0, 5.0), "25");
+        assert_eq!(fmt_tick(0.4, 0.2), "0.4");
+    }
+
+    #[test]
+    fn chart_has_one_dot_per_repeat() {
+        let s = strip_chart(
+            "nfs-read: elapsed_s",
+            "s",
+            &[
+                Series {
+                    vm: "a".into(),
+                    release: "6.1".into(),
+                    values: vec![1.0, 1.2, 1.1],
+                    median: Some(1.1),
+                    baseline: true,
+                    verdict: "baseline".into(),
+                },
+                Series {
+                    vm: "b".into(),
+                    release: "6.1".into(),
+                    values: vec![2.0, 2.2],
+                    median: Some(2.1),
+                    baseline: false,
+                    verdict: "slower (1.6x–2.2x)".into(),
+                },
+            ],
+        );
+        assert_eq!(s.matches("<circle class=\"repeat\"").count(), 5);
+        assert_eq!(s.matches("class=\"median\"").count(), 2);
+        assert_eq!(s.matches("class=\"baseline-median\"").count(), 1);
+    }
+}

@@ -1,0 +1,169 @@
+//! The comparison of a candidate VM with its baseline as the report words it: the
+//! direction of its verdict, the one-line headline and summary lines, and the rows of
+//! the kernel test robot's table (elapsed time, throughput, the metric, every derived
+//! metric and every counter that changed).
+
+use std::collections::BTreeSet;
+
+use crate::measure::analysis::{IterationResult, MeasurementResult, VmResult};
+use crate::measure::stats::{summarize, Summary, Verdict};
+use crate::report::lkp::{self, Row};
+
+/// Unit of a metric for labels.
+pub fn unit_of(metric: &str) -> &'static str {
+    match metric {
+        "elapsed_s" | "user_s" | "system_s" => "s",
+        "throughput_mb_s" => "MB/s",
+        _ => "count",
+    }
+}
+
+/// How a candidate compares with its baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Worse beyond the noise (the verdict rule's `slower`/`worse`).
+    Regression,
+    /// Better beyond the noise.
+    Improvement,
+    /// Within the noise.
+    Same,
+    /// Not compared (no values).
+    Unknown,
+}
+
+/// The direction of `v`'s verdict.
+pub fn direction(v: &VmResult) -> Direction {
+    match v.comparison.as_ref().map(|c| c.verdict) {
+        Some(Verdict::Slower { .. }) => Direction::Regression,
+        Some(Verdict::Faster { .. }) => Direction::Improvement,
+        Some(Verdict::Same) => Direction::Same,
+        None => Direction::Unknown,
+    }
+}
+
+/// The metric's median change of `cand` against `base`, percent.
+fn pct(base: &VmResult, cand: &VmResult) -> Option<f64> {
+    let (b, c) = (base.metric.as_ref()?.median, cand.metric.as_ref()?.median);
+    (b != 0.0).then(|| (c - b) / b.abs() * 100.0)
+}
+
+pub(super) fn who(v: &VmResult) -> String {
+    if v.kernel_release.is_empty() {
+        v.vm.clone()
+    } else {
+        format!("{} ({})", v.kernel_release, v.vm)
+    }
+}
+
+/// The report's first line: the largest regression (else improvement) in the kernel
+/// test robot's words, e.g. `nfs-udp-rto-carryover: nfs-read.elapsed_s +256.3%
+/// regression`, or `no change beyond noise`.
+pub fn headline(suite: &str, measurements: &[MeasurementResult]) -> String {
+    let mut best: Option<(Direction, f64, String)> = None;
+    for m in measurements {
+        let Some(base) = m.vm(&m.baseline) else { continue };
+        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
+            let d = direction(c);
+            let Some(p) = pct(base, c) else { continue };
+            if !matches!(d, Direction::Regression | Direction::Improvement) {
+                continue;
+            }
+            let rank = |d: Direction| u8::from(d == Direction::Regression);
+            let better = match &best {
+                None => true,
+                Some((bd, bp, _)) => (rank(d), p.abs()) > (rank(*bd), bp.abs()),
+            };
+            if better {
+                best = Some((d, p, format!("{}.{}", m.name, m.metric)));
+            }
+        }
+    }
+    match best {
+        Some((d, p, what)) => {
+            let word = if d == Direction::Regression { "regression" } else { "improvement" };
+            format!("[vmrepro] {suite}: {what} {p:+.1}% {word}")
+        }
+        None => {
+            let what = measurements.first().map(|m| format!(" in {}.{}", m.name, m.metric)).unwrap_or_default();
+            format!("[vmrepro] {suite}: no change beyond noise{what}")
+        }
+    }
+}
+
+/// The summary line of candidate `c` against `base` in measurement `m`.
+pub(super) fn summary_line(m: &MeasurementResult, base: &VmResult, c: &VmResult) -> String {
+    let unit = unit_of(&m.metric);
+    let med = |v: &VmResult| v.metric.as_ref().map_or("-".into(), |s| lkp::fmt_value(s.median));
+    let change = pct(base, c).map_or(String::new(), |p| format!(" ({p:+.1}%)"));
+    let verdict = c.verdict.clone().unwrap_or_else(|| "not compared".into());
+    let word = match direction(c) {
+        Direction::Regression => "regression: ",
+        Direction::Improvement => "improvement: ",
+        Direction::Same => "no change beyond noise: ",
+        Direction::Unknown => "",
+    };
+    format!(
+        "{}.{}: {word}{} vs {}: median {} vs {} {unit}{change}, verdict {verdict}",
+        m.name,
+        m.metric,
+        who(c),
+        who(base),
+        med(c),
+        med(base)
+    )
+}
+
+pub(super) fn counted(v: &VmResult) -> impl Iterator<Item = &IterationResult> {
+    v.iterations.iter().filter(|i| i.counted)
+}
+
+fn summary_of(v: &VmResult, f: impl Fn(&IterationResult) -> Option<f64>) -> Option<Summary> {
+    summarize(&counted(v).filter_map(f).collect::<Vec<_>>())
+}
+
+/// The value of a counter's change in an iteration: its delta, else (it appeared
+/// during `run`: `netstat -s` leaves zero counters out) its value, else 0.
+fn counter_value(i: &IterationResult, name: &str) -> f64 {
+    i.changed_counters
+        .get(name)
+        .map(|d| *d as f64)
+        .or_else(|| i.appeared_counters.get(name).map(|v| *v as f64))
+        .unwrap_or(0.0)
+}
+
+/// The rows of the comparison of `cand` with `base`: elapsed time, throughput, the
+/// metric (when it is neither), every derived metric and every counter that changed.
+pub fn comparison_rows(m: &MeasurementResult, base: &VmResult, cand: &VmResult) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let pair = |f: &dyn Fn(&IterationResult) -> Option<f64>| (summary_of(base, f), summary_of(cand, f));
+    let (b, c) = pair(&|i| i.elapsed_s);
+    rows.push(Row { name: "elapsed_s".into(), base: b, cand: c });
+    let (b, c) = pair(&|i| i.throughput_mb_s);
+    if b.is_some() || c.is_some() {
+        rows.push(Row { name: "throughput_mb_s".into(), base: b, cand: c });
+    }
+    if !matches!(m.metric.as_str(), "elapsed_s" | "throughput_mb_s") {
+        rows.push(Row { name: m.metric.clone(), base: base.metric.clone(), cand: cand.metric.clone() });
+    }
+    let derived: BTreeSet<&String> = base.totals.keys().chain(cand.totals.keys()).collect();
+    for d in derived {
+        if *d == m.metric {
+            continue;
+        }
+        let f = |i: &IterationResult| i.metrics.get(d.as_str()).copied().flatten().map(|x| x as f64);
+        let (b, c) = pair(&f);
+        if [&b, &c].iter().any(|s| s.as_ref().is_some_and(|s| s.max != 0.0 || s.min != 0.0)) {
+            rows.push(Row { name: d.clone(), base: b, cand: c });
+        }
+    }
+    let names: BTreeSet<&String> = counted(base)
+        .chain(counted(cand))
+        .flat_map(|i| i.changed_counters.keys().chain(i.appeared_counters.keys()))
+        .collect();
+    for n in names {
+        let f = |i: &IterationResult| Some(counter_value(i, n));
+        let (b, c) = pair(&f);
+        rows.push(Row { name: n.clone(), base: b, cand: c });
+    }
+    rows
+}

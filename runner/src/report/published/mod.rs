@@ -1,0 +1,461 @@
+//! `report.md` and `report.html`: a run folder as a bug report a kernel maintainer can
+//! read in a mail and re-run with one command.
+//!
+//! [`document`] is a pure function of the run folder's contents (`plan.json`,
+//! `run.json`, `results.json` as analysed, `environment.json`, the step outputs):
+//! the one-line summary in the kernel's regression style, the environment (host, QEMU,
+//! accel, vmrepro and its commit, the suite's SHA-256), each VM's kernel with its
+//! package or source hashes, the rootfs and guest package versions, the negotiated NFS
+//! mounts, the network conditions, what else than the kernel differs between compared
+//! VMs, the comparison in the kernel test robot's layout ([`super::lkp`]) with each
+//! verdict, the commands that reproduce it, and the raw output of one repeat per VM.
+//! [`write`] renders it into the run folder ([`super::document`]); `vmrepro run`
+//! calls it at the end of every run and `vmrepro report RUN_DIR` on any run folder.
+mod comparison;
+mod differences;
+
+use std::path::{Path, PathBuf};
+
+use super::chart::{strip_chart, Series};
+use super::document::{self, Block, Document, Section};
+use super::lkp;
+use super::results::{analyse_dir, AnalyseError, Analysis};
+use crate::measure::analysis::metric_value;
+use crate::measure::spec::Better;
+use crate::run::environment::{self, Environment, KernelOrigin};
+use crate::run::StepStatus;
+use crate::scenarios::nfs_read;
+pub use comparison::{comparison_rows, direction, headline, unit_of, Direction};
+use comparison::{counted, summary_line, who};
+use differences::vm_of;
+pub use differences::{environment_differences, net_words, plan_vms, PlanStep, PlanVm};
+
+/// Name of the text report in a run folder.
+pub const REPORT_MD: &str = "report.md";
+/// Name of the page in a run folder.
+pub const REPORT_HTML: &str = "report.html";
+
+/// Paths of the written reports.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// `report.md`.
+    pub markdown: PathBuf,
+    /// `report.html`.
+    pub html: PathBuf,
+}
+
+/// Analyses run folder `dir` again and writes its `report.md` and `report.html`.
+///
+/// Errors: see [`analyse_dir`]; a report can't be written.
+pub fn write(dir: &Path) -> Result<Written, AnalyseError> {
+    let a = analyse_dir(dir)?;
+    write_analysed(&a)
+}
+
+/// Writes the reports of an analysed run into its folder.
+///
+/// Errors: `plan.json` can't be read again, or a report can't be written.
+pub fn write_analysed(a: &Analysis) -> Result<Written, AnalyseError> {
+    let env = environment::read(&a.dir);
+    let vms = plan_vms(&a.dir)?;
+    let doc = document(a, env.as_ref(), &vms);
+    let md = a.dir.join(REPORT_MD);
+    let html = a.dir.join(REPORT_HTML);
+    std::fs::write(&md, document::markdown(&doc)).map_err(crate::run::io_err("writing", &md))?;
+    std::fs::write(&html, document::html(&doc)).map_err(crate::run::io_err("writing", &html))?;
+    Ok(Written { markdown: md, html })
+}
+
+/// The bundle file name `vmrepro bundle` suggests for run folder `dir` of `suite`:
+/// `<suite>-<run folder name>.tar.gz`.
+pub fn default_bundle_name(suite: &str, dir: &Path) -> String {
+    let stamp = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    format!("{suite}-{stamp}.tar.gz")
+}
+
+fn kernel_lines(env: Option<&Environment>, a: &Analysis, vms: &[PlanVm]) -> String {
+    let mut t = String::new();
+    for v in vms {
+        let info = env.and_then(|e| e.kernels.iter().find(|k| k.vm == v.name));
+        let release = info
+            .map(|k| k.release.clone())
+            .filter(|r| !r.is_empty())
+            .or_else(|| a.record.vm(&v.name).map(|r| r.kernel_release.clone()))
+            .unwrap_or_default();
+        t.push_str(&format!("{}: {release}\n", v.name));
+        match info.map(|k| &k.origin) {
+            Some(KernelOrigin::Debian { package, version, suite, filename, size, sha256 }) => {
+                t.push_str(&format!("  package {package} {version} ({suite})\n"));
+                t.push_str(&format!("  archive path {filename} ({size} bytes)\n"));
+                t.push_str(&format!("  sha256 {sha256}\n"));
+            }
+            Some(KernelOrigin::Source { package, version, sha256, fragments, patches, config_sha256 }) => {
+                t.push_str(&format!("  built from source package {package} {version}\n"));
+                t.push_str(&format!("  sha256 {sha256}\n"));
+                t.push_str("  base config: make defconfig + kvm_guest.config\n");
+                for f in fragments {
+                    t.push_str(&format!("  fragment {}\n    sha256 {}\n", f.path, f.sha256));
+                }
+                for p in patches {
+                    t.push_str(&format!("  patch {}\n    sha256 {}\n", p.path, p.sha256));
+                }
+                if let Some(c) = config_sha256 {
+                    t.push_str(&format!("  final .config sha256 {c}\n"));
+                }
+            }
+            Some(KernelOrigin::Local { image, modules }) => {
+                t.push_str(&format!("  local image {}\n  sha256 {}\n", image.path, image.sha256));
+                if let Some(m) = modules {
+                    t.push_str(&format!("  modules {m}\n"));
+                }
+            }
+            None => t.push_str(&format!("  {} (environment.json not recorded)\n", v.kernel)),
+        }
+    }
+    t
+}
+
+/// The report of an analysed run: `env` from `environment.json` (absent for runs of
+/// vmrepro before it), `vms` from `plan.json`.
+pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Document {
+    let sections = [
+        Some(summary_section(a, env, vms)),
+        Some(environment_section(a, env, vms)),
+        Some(kernels_section(a, env, vms)),
+        Some(userspace_section(a, env, vms)),
+        nfs_section(a, env, vms),
+        Some(network_section(a, env, vms)),
+        Some(differences_section(a, env, vms)),
+        Some(comparison_section(a, env, vms)),
+        Some(problems_section(a, env, vms)),
+        Some(reproduce_section(a, env, vms)),
+        Some(appendix_section(a, env, vms)),
+    ];
+    Document {
+        title: headline(&a.results.suite, &a.results.measurements),
+        sections: sections.into_iter().flatten().collect(),
+    }
+}
+
+/// Summary: one line per candidate, the run and the verdict rule.
+fn summary_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -> Section {
+    let r = &a.results;
+    let rec = &a.record;
+    let mut s = Section::new("Summary");
+    let mut lines = Vec::new();
+    for m in &r.measurements {
+        let Some(base) = m.vm(&m.baseline) else { continue };
+        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
+            lines.push(summary_line(m, base, c));
+        }
+    }
+    if lines.is_empty() {
+        lines.push("The suite has no measurement: see the steps below.".into());
+    }
+    s.push(Block::Items(lines));
+    let repeats = r.measurements.first().and_then(|m| m.vms.first()).map_or(0, |v| v.iterations.len());
+    let mut about = format!("Suite {}: run {}, started {}", rec.suite, status_word(rec.status), rec.started);
+    if repeats > 0 {
+        about.push_str(&format!(", {repeats} repeat(s) per VM"));
+    }
+    about.push_str(". Verdict rule (0-day/mmtests practice): a change is flagged only when the medians differ by more than 10% and the ranges of the repeats do not overlap.");
+    s.push(Block::Para(about));
+    s
+}
+
+/// Environment: host, QEMU, accel, vmrepro, the suite.
+fn environment_section(a: &Analysis, env: Option<&Environment>, _vms: &[PlanVm]) -> Section {
+    let rec = &a.record;
+    let mut s = Section::new("Environment");
+    let mut f = Vec::new();
+    match env {
+        Some(e) => {
+            f.push(("host kernel".into(), e.host.kernel.clone()));
+            f.push(("CPU".into(), format!("{} ({} CPUs usable)", e.host.cpu_model, e.host.cpus)));
+            f.push(("QEMU".into(), e.host.qemu_version.clone()));
+        }
+        None => f.push(("host".into(), "not recorded (run made before environment.json)".into())),
+    }
+    let accel = rec.accel.map_or("-".to_string(), |x| format!("{x:?}").to_lowercase());
+    f.push(("accel".into(), accel));
+    if let Some(e) = env {
+        f.push(("vmrepro".into(), format!("{} (built from git commit {})", e.vmrepro.version, e.vmrepro.git_commit)));
+        let path = e.suite.relative_path.clone().unwrap_or_else(|| rec.suite_file.clone());
+        f.push(("suite file".into(), path));
+        f.push(("suite sha256".into(), e.suite.sha256.clone()));
+        if let Some(c) = &e.suite.project_commit {
+            f.push(("suite from commit".into(), c.clone()));
+        }
+    }
+    s.push(Block::Fields(f));
+    if let Some(n) = &rec.accel_notice {
+        s.push(Block::Para(n.trim_start_matches("notice: ").to_string()));
+    }
+    for n in env.map(|e| e.notes.as_slice()).unwrap_or_default() {
+        s.push(Block::Para(format!("Not recorded: {n}")));
+    }
+    s
+}
+
+/// Kernels: each VM's kernel and its hashes.
+fn kernels_section(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Section {
+    let mut s = Section::new("Kernels");
+    s.push(Block::Table(kernel_lines(env, a, vms)));
+    s
+}
+
+/// Guest userspace: the rootfs and the guest package versions.
+fn userspace_section(_a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Section {
+    let mut s = Section::new("Guest userspace");
+    match env {
+        Some(e) if !e.rootfs.is_empty() => {
+            for rf in &e.rootfs {
+                let users: Vec<&str> = vms.iter().filter(|v| v.rootfs == rf.name).map(|v| v.name.as_str()).collect();
+                let mut t = format!("rootfs {} (used by {})\n", rf.name, users.join(", "));
+                t.push_str(&format!("  recipe images/rootfs/{}.yaml sha256 {}\n", rf.name, rf.recipe_sha256));
+                t.push_str(&format!("  cache key (recipe, overlay, init) {}\n", rf.cache_key));
+                if rf.packages.is_empty() {
+                    t.push_str("  package versions: not recorded\n");
+                }
+                for (p, v) in &rf.packages {
+                    t.push_str(&format!("  {p:<18} {v}\n"));
+                }
+                s.push(Block::Table(t));
+            }
+            s.push(Block::Para(format!(
+                "Package versions were read from {}.",
+                e.rootfs.first().map_or("", |r| r.packages_source.as_str())
+            )));
+        }
+        _ => {
+            s.push(Block::Para("Not recorded (run made before environment.json).".into()));
+        }
+    }
+    s
+}
+
+/// NFS mounts (suites with `nfs_read`).
+fn nfs_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -> Option<Section> {
+    let r = &a.results;
+    if let Some(n) = &r.nfs_read {
+        let mut s = Section::new("NFS mounts");
+        let mut t = String::new();
+        t.push_str(&format!("server {} ({})\n", n.server.vm, n.server.kernel_release));
+        for (k, v) in &n.server.profile {
+            t.push_str(&format!("  {k}: {v}\n"));
+        }
+        for c in &n.clients {
+            let m = &c.mount;
+            t.push_str(&format!(
+                "{}: vers={} proto={} rsize={} wsize={} read_ahead_kb={}\n  {}\n",
+                c.vm,
+                m.nfs_version.as_deref().unwrap_or("?"),
+                m.transport.as_deref().unwrap_or("?"),
+                m.rsize.map_or("?".into(), |x| x.to_string()),
+                m.wsize.map_or("?".into(), |x| x.to_string()),
+                m.read_ahead_kb.map_or("?".into(), |x| x.to_string()),
+                m.options
+            ));
+        }
+        s.push(Block::Table(t));
+        if let Some(p) = &a.plan.nfs_read {
+            s.push(Block::Para(format!(
+                "File {} ({} bytes) on the server's export {}, read with `cat` on a fresh mount with dropped caches each time; mount options asked for: {}.",
+                p.file_name, p.file_bytes, p.export, p.mount_options
+            )));
+        }
+        for note in &n.notes {
+            s.push(Block::Para(format!("Note: {note}")));
+        }
+        return Some(s);
+    }
+    None
+}
+
+/// Network conditions applied in the guests.
+fn network_section(a: &Analysis, _env: Option<&Environment>, vms: &[PlanVm]) -> Section {
+    let rec = &a.record;
+    let mut s = Section::new("Network conditions");
+    let applied: Vec<String> =
+        vms.iter().filter_map(|v| v.net.as_ref().map(|n| format!("{}: {}", v.name, net_words(n)))).collect();
+    if applied.is_empty() {
+        s.push(Block::Para(format!(
+            "None: every NIC ran with the kernel's defaults on the run's private bridge (subnet {}, MTU {}).",
+            rec.subnet, rec.mtu
+        )));
+    } else {
+        s.push(Block::Items(applied));
+        s.push(Block::Para(format!(
+            "Applied inside the guests with tc/ethtool before any step, on the run's private bridge (subnet {}, MTU {}).",
+            rec.subnet, rec.mtu
+        )));
+    }
+    s
+}
+
+/// What differs between compared VMs besides the kernel.
+fn differences_section(a: &Analysis, _env: Option<&Environment>, vms: &[PlanVm]) -> Section {
+    let r = &a.results;
+    let mut s = Section::new("Environment differences");
+    let mut items = Vec::new();
+    for m in &r.measurements {
+        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
+            let d = environment_differences(a, vms, &m.baseline, &c.vm);
+            let same_kernel = vm_of(vms, &m.baseline).map(|v| &v.kernel) == vm_of(vms, &c.vm).map(|v| &v.kernel);
+            if d.is_empty() {
+                items.push(if same_kernel {
+                    format!("{} vs {}: same kernel and same settings; only their name, address and MAC differ (an A/A comparison: any difference is noise).", c.vm, m.baseline)
+                } else {
+                    format!("{} vs {}: they differ only in their kernel.", c.vm, m.baseline)
+                });
+            } else {
+                let k = if same_kernel { "" } else { "the kernel, and " };
+                items.push(format!("{} vs {}: they differ in {k}these: {}.", c.vm, m.baseline, d.join("; ")));
+            }
+        }
+    }
+    if items.is_empty() {
+        items.push("No comparison in this suite.".into());
+    }
+    s.push(Block::Items(items));
+    s
+}
+
+/// The comparison tables, verdicts and charts.
+fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -> Section {
+    let r = &a.results;
+    let mut s = Section::new("Comparison");
+    for m in &r.measurements {
+        let better = match m.better {
+            Better::Lower => "lower is better",
+            Better::Higher => "higher is better",
+        };
+        let n = m.vms.first().map_or(0, |v| v.iterations.iter().filter(|i| i.counted).count());
+        s.push(Block::Para(format!(
+            "Measurement {}: metric {} ({better}), {n} counted repeat(s) per VM, baseline {}. value = median of the repeats, %stddev = standard deviation / mean, %change = candidate vs baseline; counters are deltas over the measured command.",
+            m.name, m.metric, m.baseline
+        )));
+        let Some(base) = m.vm(&m.baseline) else { continue };
+        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
+            let mut t = format!("baseline:  {}\ncandidate: {}\n\n", who(base), who(c));
+            t.push_str(&lkp::table(&base.vm, &c.vm, &comparison_rows(m, base, c)));
+            t.push_str(&format!(
+                "\nverdict ({}): {}\n",
+                m.metric,
+                c.verdict.clone().unwrap_or_else(|| "not compared".into())
+            ));
+            s.push(Block::Table(t));
+        }
+        let series: Vec<Series> = m
+            .vms
+            .iter()
+            .map(|v| Series {
+                vm: v.vm.clone(),
+                release: v.kernel_release.clone(),
+                values: counted(v).filter_map(|i| metric_value(&m.metric, i)).collect(),
+                median: v.metric.as_ref().map(|s| s.median),
+                baseline: v.vm == m.baseline,
+                verdict: v.verdict.clone().unwrap_or_else(|| "-".into()),
+            })
+            .collect();
+        s.push(Block::Chart(strip_chart(&format!("{}: {}", m.name, m.metric), unit_of(&m.metric), &series)));
+    }
+    if r.measurements.is_empty() {
+        s.push(Block::Para("The suite has no measurement.".into()));
+    }
+    s
+}
+
+/// Steps that did not pass and problems.
+fn problems_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -> Section {
+    let r = &a.results;
+    let rec = &a.record;
+    let mut problems: Vec<String> = r.problems();
+    for v in &rec.vms {
+        for st in v.steps.iter().filter(|s| s.status != StepStatus::Passed) {
+            let why = st.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
+            problems.push(format!("step {}/{} {}{why}", v.name, st.name, st.status));
+        }
+    }
+    if let Some(e) = &rec.error {
+        problems.push(format!("run: {e}"));
+    }
+    let steps: usize = rec.vms.iter().map(|v| v.steps.len()).sum();
+    let mut s = Section::new("Steps and problems");
+    if problems.is_empty() {
+        s.push(Block::Para(format!("All {steps} steps of {} VMs passed; no check failed.", rec.vms.len())));
+    } else {
+        s.push(Block::Items(problems));
+    }
+    s
+}
+
+/// The commands that reproduce the run.
+fn reproduce_section(a: &Analysis, env: Option<&Environment>, _vms: &[PlanVm]) -> Section {
+    let rec = &a.record;
+    let mut s = Section::new("Reproduce");
+    let suite_path =
+        env.and_then(|e| e.suite.relative_path.clone()).unwrap_or_else(|| format!("suites/{}.yaml", rec.suite));
+    let bundle = default_bundle_name(&rec.suite, &a.dir);
+    // The commit the suite and images came from; else the one vmrepro was built from.
+    let commit = env
+        .map(|e| e.suite.project_commit.clone().unwrap_or_else(|| e.vmrepro.git_commit.clone()))
+        .unwrap_or_else(|| "unknown".to_string());
+    s.push(Block::Para(format!(
+        "With vmrepro at git commit {commit} (a checkout of that commit; Debian 12 host, QEMU from bookworm-backports, see the README):"
+    )));
+    s.push(Block::Table(format!(".ci/install-deps\ncargo build --release\ntarget/release/vmrepro run {suite_path}\n")));
+    s.push(Block::Para(
+        "From the bundle attached to this report (the suite and every file it uses, the pinned image entries, the raw outputs; replay checks the packages' SHA-256, re-runs the suite and prints then against now per VM):"
+            .into(),
+    ));
+    s.push(Block::Table(format!("vmrepro replay {bundle}\nnix run .#reproduce -- {bundle}\n")));
+    s
+}
+
+/// The raw output of one repeat per VM.
+fn appendix_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -> Section {
+    let r = &a.results;
+    let rec = &a.record;
+    let mut s = Section::new("Appendix: raw outputs of one repeat per VM");
+    for m in &r.measurements {
+        for v in &m.vms {
+            let Some(it) = v.iterations.iter().find(|i| i.counted).or(v.iterations.first()) else { continue };
+            let nfs_file = format!("nfs/{}/read-{}.txt", v.vm, it.iteration);
+            let (caption, text) = if m.preset.as_deref() == Some(nfs_read::SCENARIO) && a.dir.join(&nfs_file).is_file()
+            {
+                (
+                    format!(
+                        "{}, {} repeat {} ({nfs_file}): uname -r, GNU time, netstat -s and nfsstat after the read",
+                        v.vm, m.name, it.iteration
+                    ),
+                    std::fs::read_to_string(a.dir.join(&nfs_file)).unwrap_or_default(),
+                )
+            } else {
+                let step = rec.vm(&v.vm).and_then(|x| x.step(&it.step));
+                let rel = step.and_then(|s| s.stdout.clone()).unwrap_or_default();
+                (
+                    format!("{}, {} repeat {} ({rel})", v.vm, m.name, it.iteration),
+                    step.and_then(|s| s.stdout_text(&a.dir).ok()).unwrap_or_default(),
+                )
+            };
+            s.push(Block::Raw { caption, text });
+        }
+    }
+    if s.blocks.is_empty() {
+        for v in &rec.vms {
+            for st in v.steps.iter().filter(|s| s.stdout.is_some()) {
+                let text = st.stdout_text(&a.dir).unwrap_or_default();
+                s.push(Block::Raw {
+                    caption: format!("{}/{} ({})", v.name, st.name, st.stdout.as_deref().unwrap_or("")),
+                    text,
+                });
+            }
+        }
+    }
+    s
+}
+
+fn status_word(s: crate::run::RunStatus) -> String {
+    serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}

@@ -1,0 +1,313 @@
+//! Golden tests of `vmrepro analyse`: recorded run folders (`tests/fixtures/runs/`,
+//! see their README) are analysed again with no VM, and
+//!
+//! 1. for runs recorded before the measurement layer, every number the old analysis
+//!    computed from the same raw outputs (`results.schema1.json`, written by vmrepro at
+//!    commit a8e775a) is found unchanged in the new `results.json` (schema 2), field by
+//!    field;
+//! 2. the normalised value matches the suite's result snapshot
+//!    (`snapshots/<suite>__result.snap`), the same snapshot `tests/suites.rs` checks live
+//!    runs against;
+//! 3. the printed tables are snapshotted (`snapshots/analyse__<fixture>.snap`);
+//! 4. the `vmrepro analyse` binary prints the same tables and exits 0.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use vmrepro::report::results::analyse_dir;
+
+fn fixtures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs");
+    let mut dirs: Vec<PathBuf> =
+        std::fs::read_dir(&root).expect("fixtures/runs").flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    assert!(dirs.len() >= 2, "expected recorded runs in {}", root.display());
+    dirs
+}
+
+/// A private copy of a fixture (analysis writes `results.json` and `nfs/` into it).
+fn copy(fixture: &Path) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let status =
+        std::process::Command::new("cp").arg("-r").arg(format!("{}/.", fixture.display())).arg(tmp.path()).status();
+    assert!(status.is_ok_and(|s| s.success()), "copying {}", fixture.display());
+    tmp
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Asserts `new[key] == old[key]` for each key, with a readable message.
+fn same(what: &str, old: &Value, new: &Value, keys: &[(&str, &str)], mismatches: &mut Vec<String>) {
+    for (o, n) in keys {
+        if old[o] != new[n] {
+            mismatches.push(format!("{what}: {o} was {} and is now {} ({n})", old[o], new[n]));
+        }
+    }
+}
+
+#[test]
+fn analysing_a_recorded_run_changes_no_number() {
+    let mut compared = 0;
+    for fixture in fixtures().into_iter().filter(|f| f.join("results.schema1.json").is_file()) {
+        compared += 1;
+        let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
+        let dir = copy(&fixture);
+        let a = analyse_dir(dir.path()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let new = serde_json::to_value(&a.results).unwrap();
+        let old = read_json(&fixture.join("results.schema1.json"));
+        let m = new["measurements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["preset"] == "nfs_read")
+            .expect("the preset's measurement");
+        let nfs = &new["nfs_read"];
+        let mut bad = Vec::new();
+        same(
+            &name,
+            &old,
+            nfs,
+            &[("file_bytes", "file_bytes"), ("baseline", "baseline"), ("notes", "notes"), ("server", "server")],
+            &mut bad,
+        );
+        assert_eq!(old["problems"], m["problems"], "{name}: problems");
+        let old_clients = old["clients"].as_array().unwrap();
+        assert_eq!(old_clients.len(), m["vms"].as_array().unwrap().len(), "{name}: clients");
+        for (i, oc) in old_clients.iter().enumerate() {
+            let nv = &m["vms"][i];
+            let nc = &nfs["clients"][i];
+            let who = format!("{name}: {}", oc["vm"]);
+            same(
+                &who,
+                oc,
+                nv,
+                &[
+                    ("vm", "vm"),
+                    ("kernel_release", "kernel_release"),
+                    ("elapsed_s", "elapsed_s"),
+                    ("median_mb_s", "median_mb_s"),
+                    ("ratio_to_baseline", "ratio_to_baseline"),
+                    ("comparison", "comparison"),
+                ],
+                &mut bad,
+            );
+            same(&who, oc, nc, &[("mount", "mount")], &mut bad);
+            for k in [
+                "ip_reassembly_failures",
+                "ip_fragments_dropped_after_timeout",
+                "rpc_calls",
+                "rpc_retransmissions",
+                "tcp_segments_retransmitted",
+            ] {
+                same(&who, oc, &nv["totals"], &[(k, k)], &mut bad);
+            }
+            let reads = oc["reads"].as_array().unwrap();
+            assert_eq!(reads.len(), nv["iterations"].as_array().unwrap().len(), "{who}: reads");
+            for (j, or) in reads.iter().enumerate() {
+                let ni = &nv["iterations"][j];
+                let nr = &nc["reads"][j];
+                let who = format!("{who} read {}", or["repeat"]);
+                same(&who, or, ni, &[("repeat", "iteration"), ("appeared_counters", "appeared_counters")], &mut bad);
+                same(&who, or, nr, &[("mount", "mount"), ("rpc_read", "rpc_read")], &mut bad);
+                let om = &or["metrics"];
+                same(
+                    &who,
+                    om,
+                    ni,
+                    &[
+                        ("bytes_read", "bytes"),
+                        ("elapsed_s", "elapsed_s"),
+                        ("user_s", "user_s"),
+                        ("system_s", "system_s"),
+                        ("exit_status", "exit_status"),
+                        ("throughput_mb_s", "throughput_mb_s"),
+                    ],
+                    &mut bad,
+                );
+                for (k, v) in om.as_object().unwrap() {
+                    if let Some(nvk) = ni["metrics"].get(k) {
+                        if nvk != v {
+                            bad.push(format!("{who}: metric {k} was {v} and is now {nvk}"));
+                        }
+                    }
+                }
+                // Every counter that moved then moves by the same amount now (the new
+                // analysis also reports the mountstats observer's counters).
+                for (k, v) in or["changed_counters"].as_object().unwrap() {
+                    if ni["changed_counters"][k] != *v {
+                        bad.push(format!("{who}: counter {k} was {v} and is now {}", ni["changed_counters"][k]));
+                    }
+                }
+                let extra: Vec<&String> = ni["changed_counters"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .filter(|k| or["changed_counters"].get(k.as_str()).is_none() && !k.starts_with("mountstats."))
+                    .collect();
+                assert!(extra.is_empty(), "{who}: counters that moved only now: {extra:?}");
+                let old_netem: Vec<(Value, Value, Value)> = or["netem"]
+                    .as_array()
+                    .map(|v| {
+                        v.iter()
+                            .map(|x| (x["vm"].clone(), x["sent_packets"].clone(), x["dropped_packets"].clone()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let new_netem: Vec<(Value, Value, Value)> = ni["remote"]
+                    .as_array()
+                    .map(|v| {
+                        v.iter()
+                            .map(|x| (x["vm"].clone(), x["sent_packets"].clone(), x["dropped_packets"].clone()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if old_netem != new_netem {
+                    bad.push(format!("{who}: netem was {old_netem:?} and is now {new_netem:?}"));
+                }
+            }
+        }
+        assert!(bad.is_empty(), "numbers changed:\n  {}", bad.join("\n  "));
+    }
+    assert!(compared >= 2, "expected a TCP and a seeded-UDP run recorded before schema 2");
+}
+
+#[test]
+fn a_recorded_run_normalises_to_its_suites_result_snapshot() {
+    for fixture in fixtures() {
+        let dir = copy(&fixture);
+        let a = analyse_dir(dir.path()).expect("analyse");
+        let normalised = vmrepro::report::snapshot::normalise(&a).expect("normalise");
+        let mut settings = support::snapshot_settings();
+        settings.set_omit_expression(false);
+        settings.set_input_file(support::repo_root().join("suites").join(format!("{}.yaml", a.record.suite)));
+        settings.bind(|| insta::assert_yaml_snapshot!(format!("{}__result", a.record.suite), normalised));
+    }
+}
+
+#[test]
+fn tables_of_recorded_runs() {
+    for fixture in fixtures() {
+        let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
+        let dir = copy(&fixture);
+        let a = analyse_dir(dir.path()).expect("analyse");
+        let tables = vmrepro::report::tables(&a);
+        support::snapshot_settings().bind(|| insta::assert_snapshot!(format!("analyse__{name}"), tables));
+
+        // The binary prints the same, with no VM and exit 0.
+        let dir = copy(&fixture);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_vmrepro"))
+            .arg("analyse")
+            .arg(dir.path())
+            .env("VMREPRO_QEMU", "/bin/false")
+            .output()
+            .expect("vmrepro analyse");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(&tables), "{name}: vmrepro analyse prints the tables:\n{stdout}");
+        assert!(dir.path().join("results.json").is_file());
+    }
+}
+
+#[test]
+fn analyse_of_a_folder_that_is_not_a_run_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_vmrepro")).arg("analyse").arg(tmp.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(vmrepro::exit::CONFIG_ERROR));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a run folder") && err.contains("plan.json is missing"), "{err}");
+}
+
+/// A run folder for a two-VM `measure:` suite whose iterations ended as `ends` say
+/// (per VM: the step status, the script's exit code, and its stdout), built from the
+/// suite's real compiled plan. Only the analysis reads it: no VM is involved.
+fn synthetic_run(compare: &str, ends: &[(&str, &str, Option<i64>, &str)]) -> tempfile::TempDir {
+    let suite = format!(
+        "name: outcomes\nnetwork: {{ subnet: 10.90.0.0/24 }}\nvms:\n  - {{ name: old, kernel: {{ debian: \"5.10\" }}, address: 10.90.0.2 }}\n  - {{ name: new, kernel: {{ debian: \"6.12\" }}, address: 10.90.0.3 }}\nmeasure:\n  - name: mount\n    on: [old, new]\n    repeat: 1\n    run: mount -t nfs -o proto=udp 10.90.0.9:/srv/export /mnt\n    compare: {compare}\n"
+    );
+    let root = support::repo_root();
+    let file = vmrepro::suite::spec::load::parse_suite(&root.join("suites/outcomes.yaml"), suite).expect("suite");
+    let catalog = vmrepro::infra::images::Catalog::load(&root.join("images")).expect("images/");
+    let plan = vmrepro::suite::compile(&file, &catalog).expect("compiles");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plan.json"), serde_json::to_string(&plan).unwrap()).unwrap();
+    let mut vms = Vec::new();
+    for (vm, status, exit_code, stdout) in ends {
+        let rel = format!("vms/{vm}/01-mount-1.stdout");
+        std::fs::create_dir_all(dir.path().join(format!("vms/{vm}"))).unwrap();
+        std::fs::write(dir.path().join(&rel), stdout).unwrap();
+        vms.push(serde_json::json!({
+            "name": vm, "kernel": "k", "kernel_release": format!("{vm}-release"), "address": "", "mac": "", "tap": "",
+            "accel": "tcg", "pid": null, "boot_s": 1.0, "ending": "quit", "console_log": "", "qemu_cmdline": "",
+            "clock": null,
+            "steps": [{ "name": "mount-1", "kind": "measure", "measurement": "mount", "iteration": 1, "warmup": false,
+                        "status": status, "exit_code": exit_code, "signal": null, "expect_exit": 0, "duration_s": 1.0,
+                        "stdout": rel, "stderr": null, "error": null, "snapshot": false }]
+        }));
+    }
+    let run = serde_json::json!({
+        "schema": 2, "suite": "outcomes", "suite_file": "suites/outcomes.yaml", "started": "", "status": "passed",
+        "error": null, "accel": "tcg", "accel_notice": null, "subnet": "10.90.0.0/24", "mtu": 1500, "temp_dir": null,
+        "network_namespace": null, "images": [],
+        "timings": { "images_s": 0.0, "boot_s": 0.0, "steps_s": 0.0, "teardown_s": 0.0, "total_s": 0.0 }, "vms": vms
+    });
+    std::fs::write(dir.path().join("run.json"), serde_json::to_string(&run).unwrap()).unwrap();
+    dir
+}
+
+/// What the iteration script prints when `run` exited with `status` (GNU time 1.9;
+/// without `uname`: the kernel release then comes from `run.json`).
+fn ran(status: i32) -> String {
+    let m = vmrepro::measure::script::SECTION_MARKER;
+    let exited = if status == 0 { String::new() } else { format!("Command exited with non-zero status {status}\n") };
+    format!("{m}time\n{exited}0.00user 0.01system 0:00.05elapsed 20%CPU (0avgtext+0avgdata 2048maxresident)k\n0inputs+0outputs (0major+90minor)pagefaults 0swaps\n")
+}
+
+#[test]
+fn outcomes_are_compared_when_the_measurement_says_so() {
+    let m = vmrepro::measure::script::SECTION_MARKER;
+    let setup_failed = format!("{m}setup\nmount.nfs: Protocol not supported\n{m}setup-exit\n32\n");
+    let dir =
+        synthetic_run("outcome", &[("old", "passed", Some(0), &ran(0)), ("new", "failed", Some(10), &setup_failed)]);
+    let a = analyse_dir(dir.path()).expect("analyse");
+    let r = &a.results.measurements[0];
+    assert_eq!(r.problems, Vec::<String>::new(), "outcomes compared are not problems");
+    assert_eq!(r.vm("new").unwrap().outcome_words(), "setup failed (exit 32) ×1");
+    assert_eq!(r.vm("new").unwrap().verdict.as_deref(), Some("different outcome"));
+    let table = vmrepro::report::tables(&a);
+    assert!(table.contains("outcomes differ: `mount` exit 0 ×1 on old-release (old, baseline); setup failed (exit 32) ×1 on new-release (new)"), "{table}");
+    let n = serde_json::to_value(vmrepro::report::snapshot::normalise(&a).unwrap()).unwrap();
+    assert_eq!(n["measurements"][0]["vms"][1]["outcomes"], serde_json::json!(["setup failed (exit 32)"]));
+    assert_eq!(n["measurements"][0]["vms"][1]["verdict"], "different outcome");
+
+    // The same exit statuses from `run` itself, then a timeout.
+    let dir = synthetic_run("outcome", &[("old", "passed", Some(0), &ran(0)), ("new", "passed", Some(0), &ran(32))]);
+    let r = &analyse_dir(dir.path()).unwrap().results.measurements[0];
+    assert_eq!(r.vm("new").unwrap().verdict.as_deref(), Some("different outcome"));
+    assert_eq!(r.vm("new").unwrap().outcome_words(), "exit 32 ×1");
+    let dir = synthetic_run("outcome", &[("old", "passed", Some(0), &ran(0)), ("new", "timed_out", None, "")]);
+    let r = &analyse_dir(dir.path()).unwrap().results.measurements[0];
+    assert_eq!(r.vm("new").unwrap().outcome_words(), "timed out ×1");
+}
+
+#[test]
+fn a_failed_hung_or_crashed_iteration_is_a_problem_when_times_are_compared() {
+    for (status, code, out, words) in [
+        ("passed", Some(0), ran(32), "the command exit 32, expected exit 0"),
+        ("timed_out", None, String::new(), "timed out"),
+        ("error", None, String::new(), "crashed"),
+        ("skipped", None, String::new(), "did not run (skipped)"),
+    ] {
+        let dir = synthetic_run("elapsed_s", &[("old", "passed", Some(0), &ran(0)), ("new", status, code, &out)]);
+        let a = analyse_dir(dir.path()).unwrap();
+        let r = &a.results.measurements[0];
+        assert_eq!(r.problems, vec![format!("new: mount-1: {words}")], "{status}");
+        assert!(!r.vm("new").unwrap().iterations[0].counted);
+        assert_eq!(vmrepro::cli::exit_code(a.record.status, a.results.problems().len()), vmrepro::exit::TEST_FAILURE);
+    }
+}

@@ -1,0 +1,353 @@
+//! Publishing without a VM, on a real run folder kept as a fixture
+//! (`fixtures/runs/nfs-aa-same-kernel/`: the `run/` folder of a bundle made on the
+//! project's machine, so its host paths are already placeholders):
+//!
+//! - `report.md` keeps its lines within 80 columns outside fenced blocks and holds the
+//!   environment, the hashes and the comparison; `report.html` is well-formed XHTML
+//!   whose SVG chart holds one dot per repeat with its value and each VM's median, as
+//!   in `results.json`;
+//! - JUnit XML has one test case per step and per verdict;
+//! - a bundle of a run folder whose files hold the publisher's home folder, host name
+//!   and user name holds none of them, passes its MANIFEST, loads its suite, carries
+//!   only the pinned entries it uses, and compares equal to its run;
+//! - a damaged bundle is refused; a bundle whose pinned package left the archive says so.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use vmrepro::infra::images::Cache;
+use vmrepro::measure::analysis::metric_value;
+use vmrepro::publish::bundle::{bundle, extract, verify, BundleOptions};
+use vmrepro::publish::redact::Identity;
+use vmrepro::publish::replay::{compare, open, prepare, ReplayError};
+use vmrepro::report::published;
+use vmrepro::report::results::analyse_dir;
+use vmrepro::run::environment::{file_sha256, Environment, ENVIRONMENT_FILE};
+
+const HOME: &str = "/home/kmaint";
+const HOST: &str = "buildbox-7";
+const USER: &str = "kmaint";
+
+fn fixture() -> PathBuf {
+    support::repo_root().join("runner/tests/fixtures/runs/nfs-aa-same-kernel")
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for e in walkdir(from) {
+        let rel = e.strip_prefix(from).unwrap();
+        let dest = to.join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&e, &dest).unwrap();
+    }
+}
+
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A copy of the fixture run folder in `tmp/<stamp>`.
+fn run_copy(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("results/nfs-aa-same-kernel/20261130T170000Z");
+    copy_tree(&fixture(), &dir);
+    dir
+}
+
+#[test]
+fn report_md_reads_in_a_mail_and_html_holds_the_numbers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = run_copy(tmp.path());
+    let w = published::write(&dir).unwrap();
+    let a = analyse_dir(&dir).unwrap();
+    let md = std::fs::read_to_string(&w.markdown).unwrap();
+
+    // The text: 80 columns outside fences, and the facts a maintainer asks for.
+    let mut fenced = false;
+    for l in md.lines() {
+        if l.starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        assert!(fenced || l.chars().count() <= 80, "line over 80 columns: {l:?}");
+    }
+    assert!(md.starts_with("[vmrepro] nfs-aa-same-kernel: "), "{}", md.lines().next().unwrap());
+    let env: Environment = serde_json::from_str(&std::fs::read_to_string(dir.join(ENVIRONMENT_FILE)).unwrap()).unwrap();
+    for needle in [
+        env.suite.sha256.as_str(),
+        env.host.qemu_version.as_str(),
+        env.host.cpu_model.as_str(),
+        env.vmrepro.git_commit.as_str(),
+        "linux-image-6.1.0-50-cloud-amd64",
+        "efe19f605b6f54a8352e68d85a629abb2d30b72a085faef603a9152590baa791",
+        "value %stddev",
+        "%change",
+        "elapsed_s",
+        "vmrepro replay nfs-aa-same-kernel-20261130T170000Z.tar.gz",
+        "nfs-common",
+        "proto=tcp",
+        "an A/A comparison",
+        "netstat.Tcp.InSegs",
+    ] {
+        assert!(md.contains(needle), "report.md lacks {needle:?}");
+    }
+
+    // The page: well-formed XHTML, one SVG chart per measurement holding every repeat.
+    let html = std::fs::read_to_string(&w.html).unwrap();
+    assert!(!html.contains("<script"), "no script");
+    assert!(!html.contains("http://") || !html.contains("src=\"http"), "no external asset");
+    let opt = roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() };
+    let doc = roxmltree::Document::parse_with_options(&html, opt).expect("report.html is well-formed XML");
+    let svg_ns = "http://www.w3.org/2000/svg";
+    let charts: Vec<_> = doc.descendants().filter(|n| n.has_tag_name((svg_ns, "svg"))).collect();
+    assert_eq!(charts.len(), a.results.measurements.len());
+    let m = &a.results.measurements[0];
+    let chart = charts[0];
+    let class = |n: &roxmltree::Node, c: &str| n.attribute("class") == Some(c);
+    for v in &m.vms {
+        let want: Vec<f64> =
+            v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(&m.metric, i)).collect();
+        assert_eq!(want.len(), 3, "the fixture has 3 counted repeats per client");
+        let got: Vec<f64> = chart
+            .descendants()
+            .filter(|n| {
+                n.has_tag_name((svg_ns, "circle")) && class(n, "repeat") && n.attribute("data-vm") == Some(&v.vm)
+            })
+            .map(|n| n.attribute("data-value").unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(got, want, "dots of {}", v.vm);
+        let median: f64 = chart
+            .descendants()
+            .find(|n| class(n, "median") && n.attribute("data-vm") == Some(&v.vm))
+            .and_then(|n| n.attribute("data-value"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(median, v.metric.as_ref().unwrap().median);
+    }
+    let base = chart.descendants().find(|n| class(n, "baseline-median")).expect("the baseline is marked");
+    let base_median: f64 = base.attribute("data-value").unwrap().parse().unwrap();
+    assert_eq!(base_median, m.vm(&m.baseline).unwrap().metric.as_ref().unwrap().median);
+    // The page says what the text says: the same tables.
+    let pre: String = doc.descendants().filter(|n| n.has_tag_name("pre")).filter_map(|n| n.text()).collect();
+    assert!(pre.contains("%change") && pre.contains("elapsed_s"));
+}
+
+#[test]
+fn junit_has_one_case_per_step_and_per_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = run_copy(tmp.path());
+    let a = analyse_dir(&dir).unwrap();
+    let xml = vmrepro::report::junit::junit(&a.record, Some(&a.results));
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let cases: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("testcase")).collect();
+    let steps: usize = a.record.vms.iter().map(|v| v.steps.len()).sum();
+    let verdicts: usize = a.results.measurements.iter().map(|m| m.vms.len()).sum();
+    assert_eq!(cases.len(), steps + verdicts);
+    assert!(cases.iter().any(|c| c.attribute("name") == Some("server/nfs-server-ready")));
+    let b = cases.iter().find(|c| c.attribute("name") == Some("nfs-read/client-b")).unwrap();
+    assert!(b.descendants().any(|n| n.has_tag_name("property") && n.attribute("name") == Some("verdict")));
+    // The fixture run passed: no failure element anywhere.
+    assert!(!doc.descendants().any(|n| n.has_tag_name("failure")), "{xml}");
+}
+
+/// A run folder as it would be on a publisher's machine: the fixture with its
+/// placeholders turned back into host paths under `HOME`, and the host and user names
+/// written where tools print them.
+fn private_run(tmp: &Path) -> (PathBuf, Cache) {
+    let root = support::repo_root();
+    let dir = run_copy(tmp);
+    let cache = format!("{HOME}/.cache/vmrepro");
+    for f in walkdir(&dir) {
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
+        let text = text
+            .replace("$CACHE", &cache)
+            .replace("$RUN_DIR", &dir.display().to_string())
+            .replace("$PROJECT", &root.display().to_string())
+            .replace("$TMP/vmrepro-run-", "/tmp/vmrepro-run-");
+        std::fs::write(&f, text).unwrap();
+    }
+    // Where the host name and user name show up in real life: a tool's stderr, a prompt
+    // in a console, a path.
+    let console = dir.join("vms/client-a/console.log");
+    let mut c = std::fs::read_to_string(&console).unwrap();
+    c.push_str(&format!("\n{USER}@{HOST}:~$ ls {HOME}/src/linux\nbuilt by {USER} on {HOST}.example.org\n"));
+    // Big enough to be cut.
+    c.push_str(&"[    1.000000] filler line of a chatty kernel\n".repeat(8000));
+    std::fs::write(&console, c).unwrap();
+    std::fs::write(
+        dir.join("vms/client-b/qemu.stderr"),
+        format!("qemu-system-x86_64: warning: {HOST}: cannot open {HOME}/.config/qemu.conf for {USER}\n"),
+    )
+    .unwrap();
+    let mut env: Environment =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(ENVIRONMENT_FILE)).unwrap()).unwrap();
+    let suite = root.join("suites/nfs-aa-same-kernel.yaml");
+    env.suite.path = suite.display().to_string();
+    env.suite.project_root = root.display().to_string();
+    env.suite.sha256 = file_sha256(&suite).unwrap();
+    env.images_dir = root.join("images").display().to_string();
+    env.cache_root = cache.clone();
+    std::fs::write(dir.join(ENVIRONMENT_FILE), serde_json::to_string_pretty(&env).unwrap()).unwrap();
+    // The reports are made again from these files.
+    let _ = std::fs::remove_file(dir.join("report.md"));
+    let _ = std::fs::remove_file(dir.join("report.html"));
+    (dir, Cache::new(PathBuf::from(cache)))
+}
+
+fn identity() -> Identity {
+    Identity { home: Some(HOME.into()), host: Some(HOST.into()), user: Some(USER.into()) }
+}
+
+#[test]
+fn a_bundle_leaks_no_host_path_or_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, cache) = private_run(tmp.path());
+    // The planted names are there before bundling (else this test could not fail).
+    let before: String =
+        walkdir(&dir).iter().map(|f| String::from_utf8_lossy(&std::fs::read(f).unwrap()).into_owned()).collect();
+    for needle in [HOME, HOST, USER] {
+        assert!(before.contains(needle), "fixture lacks {needle}");
+    }
+    let out = tmp.path().join("b.tar.gz");
+    let opts = BundleOptions { with_images: false, cache, identity: identity(), images: None };
+    let summary = bundle(&dir, &out, &opts).unwrap();
+    assert_eq!(summary.info.cut_logs, ["run/vms/client-a/console.log"]);
+
+    let x = tmp.path().join("x");
+    std::fs::create_dir(&x).unwrap();
+    let ex = extract(&out, &x).unwrap();
+    let repo = support::repo_root().display().to_string();
+    let tmp_path = tmp.path().display().to_string();
+    let mut files = 0;
+    for f in walkdir(&ex.top) {
+        let data = std::fs::read(&f).unwrap();
+        let text = String::from_utf8_lossy(&data);
+        for needle in [HOME, HOST, USER, repo.as_str(), tmp_path.as_str(), "/tmp/vmrepro-run-"] {
+            assert!(!text.contains(needle), "{} holds {needle:?}", f.display());
+        }
+        files += 1;
+    }
+    assert_eq!(files, summary.files);
+    let console = std::fs::read_to_string(ex.top.join("run/vms/client-a/console.log")).unwrap();
+    assert!(console.contains("$USER@$HOSTNAME:~$ ls $HOME/src/linux"), "redacted in place");
+    assert!(console.contains("bytes cut here"));
+    assert!(console.len() < 300 * 1024);
+    let cmdline = std::fs::read_to_string(ex.top.join("run/vms/client-a/qemu-cmdline.txt")).unwrap();
+    assert!(cmdline.contains("$CACHE/"), "{cmdline}");
+    assert!(cmdline.contains("$TMP/vmrepro-run-"), "{cmdline}");
+    assert!(cmdline.contains("-accel tcg -cpu max"), "the rest is left alone: {cmdline}");
+}
+
+#[test]
+fn a_bundle_round_trips_and_compares_equal_to_its_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, cache) = private_run(tmp.path());
+    let out = tmp.path().join("b.tar.zst");
+    let opts = BundleOptions { with_images: false, cache, identity: identity(), images: None };
+    bundle(&dir, &out, &opts).unwrap();
+    let x = tmp.path().join("x");
+    std::fs::create_dir(&x).unwrap();
+    let ex = extract(&out, &x).unwrap();
+    assert_eq!(ex.info.suite, "nfs-aa-same-kernel");
+    assert_eq!(ex.info.suite_file, "project/suites/nfs-aa-same-kernel.yaml");
+    for f in [
+        "project/images/rootfs/bookworm-nfs.yaml",
+        "project/images/rootfs/bookworm-nfs/overlay/sbin/vmrepro-init",
+        "project/images/initramfs/init",
+        "project/images/profiles/nfs-server-2.4.19.sh",
+        "run/results.json",
+        "run/report.md",
+        "run/report.html",
+        "run/vms/server/console.log",
+        "run/vms/client-a/qemu-cmdline.txt",
+        "run/nfs/client-a/read-1.txt",
+    ] {
+        assert!(ex.top.join(f).is_file(), "bundle lacks {f}");
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let init = ex.top.join("project/images/rootfs/bookworm-nfs/overlay/sbin/vmrepro-init");
+    assert_ne!(init.metadata().unwrap().permissions().mode() & 0o111, 0, "executables stay executable");
+    // Only the pinned entry the suite uses.
+    let pins = std::fs::read_to_string(ex.top.join("project/images/kernels.yaml")).unwrap();
+    assert!(pins.contains("linux-image-6.1.0-50-cloud-amd64"));
+    assert!(!pins.contains("linux-image-5.10") && !pins.contains("linux-source"), "{pins}");
+    // The bundled suite loads against the bundled images, and its rootfs is the same.
+    let (plan, catalog) =
+        vmrepro::suite::load(&ex.top.join(&ex.info.suite_file), Some(&ex.top.join(&ex.info.images_dir))).unwrap();
+    assert_eq!(plan.vms.len(), 3);
+    let here = vmrepro::infra::images::Catalog::load(&support::repo_root().join("images")).unwrap();
+    assert_eq!(
+        vmrepro::infra::images::rootfs::rootfs_key(&catalog, "bookworm-nfs").unwrap(),
+        vmrepro::infra::images::rootfs::rootfs_key(&here, "bookworm-nfs").unwrap()
+    );
+    // Bundle against run folder: the same results, every verdict agrees.
+    let (a, b) = (open(&dir).unwrap(), open(&out).unwrap());
+    let (d, _) = compare(&a, &b);
+    assert!(d.agrees(), "{}", d.text);
+    assert!(d.text.contains("client-b"));
+
+    // A run whose verdict differs is told apart.
+    let other = tmp.path().join("other");
+    copy_tree(&dir, &other);
+    let path = other.join("results.json");
+    let mut r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let vms = r["measurements"][0]["vms"].as_array_mut().unwrap();
+    let b_vm = vms.iter_mut().find(|v| v["vm"] == "client-b").unwrap();
+    b_vm["verdict"] = "slower (1.2x–1.4x)".into();
+    std::fs::write(&path, serde_json::to_string(&r).unwrap()).unwrap();
+    let (d, _) = compare(&a, &open(&other).unwrap());
+    assert!(!d.agrees());
+    assert_eq!(d.disagreements, ["nfs-read/client-b: same → slower"], "{}", d.text);
+}
+
+#[test]
+fn a_damaged_bundle_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, cache) = private_run(tmp.path());
+    let out = tmp.path().join("b.tar.gz");
+    bundle(&dir, &out, &BundleOptions { with_images: false, cache, identity: identity(), images: None }).unwrap();
+    let x = tmp.path().join("x");
+    std::fs::create_dir(&x).unwrap();
+    let ex = extract(&out, &x).unwrap();
+    assert!(verify(&ex.top).is_ok());
+    std::fs::write(ex.top.join("run/results.json"), "{}").unwrap();
+    let e = verify(&ex.top).unwrap_err().to_string();
+    assert!(e.contains("run/results.json") && e.contains("damaged"), "{e}");
+    std::fs::write(ex.top.join("extra.txt"), "x").unwrap();
+    std::fs::remove_file(ex.top.join("run/results.json")).unwrap();
+    assert!(verify(&ex.top).is_err());
+    let not = tmp.path().join("not.tar.gz");
+    std::fs::write(&not, b"plain text").unwrap();
+    assert!(extract(&not, &tmp.path().join("y")).is_err());
+}
+
+#[test]
+fn replay_says_plainly_when_a_pinned_package_left_the_archive() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, cache) = private_run(tmp.path());
+    let out = tmp.path().join("b.tar.gz");
+    bundle(&dir, &out, &BundleOptions { with_images: false, cache, identity: identity(), images: None }).unwrap();
+    // An empty cache and an archive that has nothing (every path 404).
+    let archive = support::FileServer::start(BTreeMap::new());
+    std::env::set_var("VMREPRO_DEBIAN_MIRROR", format!("{}/debian", archive.url));
+    let empty = Cache::new(tmp.path().join("empty-cache"));
+    let e = prepare(&out, &empty).unwrap_err();
+    std::env::remove_var("VMREPRO_DEBIAN_MIRROR");
+    assert!(matches!(e, ReplayError::PackageGone(_)), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("linux-image-6.1.0-50-cloud-amd64 6.1.176-1 cannot be had"), "{text}");
+    assert!(text.contains("404") && text.contains("--with-images"), "{text}");
+}
