@@ -107,10 +107,11 @@ pub fn prepare(bundle: &Path, cache: &Cache) -> Result<Prepared, ReplayError> {
     let ex = extract(bundle, tmp.path())?;
     let suite = ex.top.join(&ex.info.suite_file);
     let images = ex.top.join(&ex.info.images_dir);
-    // CONFINEMENT: the one call site that loads a suite from a bundle. When suite loading
-    // can be confined to a folder (branch `validation`), confine it to `ex.top` here, so
-    // a crafted bundle can't make the runner read files outside it.
-    let (plan, catalog) = crate::suite::load(&suite, Some(&images)).map_err(|e| ReplayError::Suite(e.to_string()))?;
+    // The one call site that loads a suite from a bundle: confined to the unpacked
+    // bundle, so a crafted bundle can't make the runner read files outside it.
+    let options = crate::suite::LoadOptions { confine_to: Some(ex.top.clone()) };
+    let (plan, catalog) =
+        crate::suite::load_with(&suite, Some(&images), &options).map_err(|e| ReplayError::Suite(e.to_string()))?;
     let mut checks = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for v in &plan.vms {
