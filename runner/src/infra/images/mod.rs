@@ -69,6 +69,10 @@ pub enum ImageError {
     /// A kernel package or tree doesn't have what we need.
     #[error("{0}")]
     Kernel(String),
+    /// A prerequisite of building as an ordinary user is missing (user namespaces,
+    /// subordinate ids); the message says how to fix it.
+    #[error(transparent)]
+    Host(#[from] crate::infra::host::Missing),
 }
 
 impl ImageError {

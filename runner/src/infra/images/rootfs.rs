@@ -2,6 +2,10 @@
 //!
 //! mmdebstrap → overlay copied in → `mkfs.ext4 -d` (no mount, no loop device), plus the
 //! initramfs base archive (busybox from the same rootfs and `images/initramfs/init`).
+//! mmdebstrap writes a tarball and the image is made from it under `mmdebstrap
+//! --unshare-helper`, so the same build works as root (`--mode=root`) and as an
+//! ordinary user (`--mode=unshare`, in a user namespace mapping the rootfs's owners
+//! onto subordinate ids: see [`crate::infra::host`]).
 //! Cached under `rootfs/<sha256 of recipe, overlay files and init>`.
 
 use std::path::{Path, PathBuf};
@@ -12,7 +16,9 @@ use super::{run_tool, Cache, CacheOutcome, CancelFlag, Catalog, ImageError, Root
 use crate::infra::sha256_hex;
 
 /// Bumped when the way we build a rootfs changes, so old cache entries are not reused.
-const ROOTFS_FORMAT: &str = "vmrepro-rootfs-v1";
+/// v2: mmdebstrap writes a tarball, unpacked and turned into the image under
+/// `mmdebstrap --unshare-helper` (also as an ordinary user, in unshare mode).
+const ROOTFS_FORMAT: &str = "vmrepro-rootfs-v2";
 
 /// A built rootfs.
 #[derive(Debug, Clone)]
@@ -47,8 +53,8 @@ pub fn rootfs_key(catalog: &Catalog, name: &str) -> Result<String, ImageError> {
     Ok(sha256_hex(&material))
 }
 
-/// Returns the rootfs `name`, building it if the cache lacks it. `mirror` is the
-/// Debian archive URL handed to mmdebstrap.
+/// Returns the rootfs `name`, building it if the cache lacks it (from the Debian
+/// archive of [`super::debian::archive_url`]).
 pub fn resolve_rootfs(
     cache: &Cache,
     catalog: &Catalog,
@@ -67,37 +73,78 @@ pub fn resolve_rootfs(
     Ok((art, outcome))
 }
 
+/// Turns mmdebstrap's tarball into the ext4 image, run by `sh` under `mmdebstrap
+/// --unshare-helper`: as root in a private mount namespace, or, for an ordinary user,
+/// as root of a user namespace that maps the rootfs's owners onto the subordinate ids
+/// (so the tarball's owners are kept, and the staging folder can be removed). Unpacks
+/// the tarball without `/dev` (device nodes can't be made there; the guest's `/dev`
+/// is a devtmpfs anyway), copies the overlay on top, copies busybox out for the
+/// initramfs, and makes the image with `mkfs.ext4 -d`. Paths come in the environment,
+/// so nothing is quoted.
+const TAR_TO_EXT4: &str = r#"set -eu
+stage="$VMREPRO_OUT/stage"
+mkdir "$stage"
+trap 'rm -rf "$stage"' EXIT
+tar -C "$stage" --numeric-owner --exclude='./dev/*' -xpf "$VMREPRO_TAR"
+cd "$VMREPRO_OVERLAY"
+# File by file, through the rootfs's own (relative) /sbin -> usr/sbin symlinks.
+find . -type d -exec mkdir -p "$stage/{}" \;
+find . -type f -exec cp --preserve=mode {} "$stage/{}" \;
+mkdir -p "$stage/usr/lib/modules"
+cp "$stage/usr/bin/busybox" "$VMREPRO_OUT/busybox"
+mkfs.ext4 -q -F -L vmrepro-root -E root_owner=0:0 -d "$stage" "$VMREPRO_IMAGE"
+"#;
+
 fn build(catalog: &Catalog, recipe: &RootfsRecipe, out: &Path, cancel: &CancelFlag) -> Result<(), ImageError> {
     let mirror = super::debian::archive_url()?;
-    let root = out.join("root");
+    // As root, mmdebstrap chroots; as an ordinary user it works in a user namespace
+    // that maps the rootfs's users onto our subordinate ids (checked first, so a
+    // missing setup is one message that says what to do, not mmdebstrap's).
+    let rootless = !crate::infra::host::is_root();
+    if rootless {
+        crate::infra::host::check_userns()?;
+        crate::infra::host::check_subids()?;
+    }
+    let tar = out.join("root.tar");
+    let log = out.join("mmdebstrap.log");
     let mut mm = Command::new("mmdebstrap");
     mm.arg(format!("--variant={}", recipe.variant))
         .arg(format!("--include={}", recipe.packages.join(",")))
-        .arg("--mode=auto")
+        .arg(if rootless { "--mode=unshare" } else { "--mode=root" })
         .arg(&recipe.distribution)
-        .arg(&root)
+        .arg(&tar)
         .arg(format!("deb {mirror} {} main", recipe.distribution));
     for suite in &recipe.extra_suites {
         mm.arg(format!("deb {mirror} {suite} main"));
     }
-    run_tool(&mut mm, "mmdebstrap", Some(&out.join("mmdebstrap.log")), cancel)?;
+    run_tool(&mut mm, "mmdebstrap", Some(&log), cancel)?;
 
+    let image = out.join("rootfs.ext4");
+    let f = std::fs::File::create(&image).map_err(ImageError::io("creating image", &image))?;
+    f.set_len(recipe.size_mib * 1024 * 1024).map_err(ImageError::io("sizing image", &image))?;
+    drop(f);
+    let script = out.join("tar-to-ext4.sh");
+    std::fs::write(&script, TAR_TO_EXT4).map_err(ImageError::io("writing", &script))?;
     let overlay = catalog.dir.join("rootfs").join(&recipe.overlay);
-    for f in walk_files(&overlay)? {
-        let rel = f.strip_prefix(&overlay).unwrap_or(&f);
-        let dest = root.join(rel);
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).map_err(ImageError::io("creating overlay folder", parent))?;
-        }
-        std::fs::copy(&f, &dest).map_err(ImageError::io("copying overlay file", &dest))?;
+    let overlay = std::fs::canonicalize(&overlay).map_err(ImageError::io("finding the rootfs overlay", &overlay))?;
+    let mut helper = Command::new("mmdebstrap");
+    helper
+        .arg("--unshare-helper")
+        .arg("sh")
+        .arg(&script)
+        .env("VMREPRO_TAR", &tar)
+        .env("VMREPRO_OVERLAY", &overlay)
+        .env("VMREPRO_OUT", out)
+        .env("VMREPRO_IMAGE", &image);
+    run_tool(&mut helper, "mmdebstrap --unshare-helper (rootfs tarball → ext4 image)", Some(&log), cancel)?;
+    for f in [&script, &tar] {
+        std::fs::remove_file(f).map_err(ImageError::io("removing", f))?;
     }
-    // The guests' modules disk is mounted here by the initramfs.
-    std::fs::create_dir_all(root.join("usr/lib/modules"))
-        .map_err(ImageError::io("creating modules mount point", &root))?;
 
-    let busybox_path = root.join("usr/bin/busybox");
+    let busybox_path = out.join("busybox");
     let busybox = std::fs::read(&busybox_path)
         .map_err(ImageError::io("reading busybox from the rootfs (is busybox-static in the recipe?)", &busybox_path))?;
+    std::fs::remove_file(&busybox_path).map_err(ImageError::io("removing", &busybox_path))?;
     let init_path = catalog.dir.join("initramfs/init");
     let init = std::fs::read(&init_path).map_err(ImageError::io("reading initramfs init", &init_path))?;
     let members = vec![
@@ -113,10 +160,6 @@ fn build(catalog: &Catalog, recipe: &RootfsRecipe, out: &Path, cancel: &CancelFl
     ];
     let cpio = out.join("initramfs-base.cpio");
     write_archive(&cpio, &members).map_err(ImageError::io("writing initramfs", &cpio))?;
-
-    let image = out.join("rootfs.ext4");
-    make_ext4(&root, &image, recipe.size_mib, "vmrepro-root", cancel)?;
-    std::fs::remove_dir_all(&root).map_err(ImageError::io("removing rootfs staging folder", &root))?;
     Ok(())
 }
 
