@@ -1,6 +1,8 @@
 //! The `vmrepro` command line: argument parsing, progress rendering and exit codes.
 //! `main.rs` only calls [`main`].
 
+mod images;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,8 +68,36 @@ enum ImagesCommand {
         /// Suite files.
         suites: Vec<PathBuf>,
     },
-    /// List the recipes and the cache's entries.
-    List,
+    /// List the recipes, and the cache's entries with their size, age and the suites
+    /// or pins that use them.
+    List {
+        /// Folders of suites whose use of the cache to show (default: `suites/`).
+        folders: Vec<PathBuf>,
+    },
+    /// Remove cache entries no suite in the given folders uses (and, with
+    /// --older-than, entries built longer ago than that). Never removes an entry a
+    /// running suite holds.
+    Gc {
+        /// Folders of suites whose images to keep (default: `suites/`).
+        folders: Vec<PathBuf>,
+        /// Also remove entries built longer ago than this (e.g. `30d`), used or not;
+        /// they are fetched or built again when next needed.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        older_than: Option<Duration>,
+        /// Only print what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Re-pin images/kernels.yaml to the packages the Debian archive serves now (the
+    /// newest of each pin's kind), printing old → new for each pin.
+    Repin {
+        /// Only print what would change.
+        #[arg(long)]
+        dry_run: bool,
+        /// Only re-pin pins whose package is no longer in the archive.
+        #[arg(long)]
+        stale_only: bool,
+    },
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -159,35 +189,17 @@ async fn dispatch(cli: Cli) -> i32 {
                 exit::CONFIG_ERROR
             }
         },
-        Command::Images { command: ImagesCommand::List } => {
-            let catalog = match Catalog::locate(cli.images.as_deref(), Path::new(".")).and_then(|d| Catalog::load(&d)) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return exit::CONFIG_ERROR;
-                }
-            };
-            println!("recipes in {}:", catalog.dir.display());
-            for k in &catalog.kernels {
-                println!("  kernel debian {:<5} {:<12} {} {}", k.series, k.flavour, k.package, k.version);
-            }
-            for r in catalog.rootfs.keys() {
-                println!("  rootfs {r}");
-            }
-            for p in catalog.profiles.keys() {
-                println!("  profile {p}");
-            }
-            println!("cache {}:", cache.root().display());
-            for (kind, key, path) in cache.list() {
-                let size = crate::infra::images::rootfs::walk_files(&path)
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(|f| f.metadata().ok())
-                    .map(|m| m.len())
-                    .sum::<u64>();
-                println!("  {kind:<7} {}…  {:>6.1} MB", &key[..16.min(key.len())], size as f64 / 1e6);
-            }
-            exit::SUCCESS
+        Command::Images { command: ImagesCommand::List { folders } } => {
+            images::list(cli.images.as_deref(), &cache, &folders)
+        }
+        Command::Images { command: ImagesCommand::Gc { folders, older_than, dry_run } } => images::gc(
+            cli.images.as_deref(),
+            &cache,
+            &folders,
+            &crate::infra::images::gc::GcPolicy { older_than, dry_run },
+        ),
+        Command::Images { command: ImagesCommand::Repin { dry_run, stale_only } } => {
+            images::repin(cli.images.as_deref(), dry_run, stale_only)
         }
         Command::Images { command: ImagesCommand::Build { suites } } => {
             build_images(&suites, cli.images.as_deref(), &cache, progress_sink()).await

@@ -280,6 +280,8 @@ async fn execute(
     if !images.failures.is_empty() {
         return Err(RunError::Image(images.failures.remove(0).1));
     }
+    res.holds.extend(images.kernels.values().map(|k| k.hold.clone()));
+    res.holds.extend(images.rootfs.values().map(|r| r.hold.clone()));
     rec.save()?;
 
     let t_boot = Instant::now();

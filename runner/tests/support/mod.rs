@@ -25,6 +25,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The `vmrepro` binary the tests run: `$VMREPRO_BIN` if set (a copy of this
+/// worktree's binary when several worktrees share one target folder, and with it one
+/// `target/debug/vmrepro`), else the one cargo built for this test.
+pub fn vmrepro_bin() -> PathBuf {
+    std::env::var_os("VMREPRO_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vmrepro")), PathBuf::from)
+}
+
 /// The project's root folder (canonical).
 pub fn repo_root() -> PathBuf {
     std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).expect("the repository root")
@@ -141,7 +148,7 @@ impl Sandbox {
 
     /// `vmrepro run <suite> --results <results>` with `TMPDIR` set to the sandbox's.
     pub fn command(&self, suite: &Path) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmrepro"));
+        let mut cmd = Command::new(vmrepro_bin());
         cmd.arg("run").arg(suite).arg("--results").arg(&self.results);
         cmd.env("TMPDIR", &self.tmp);
         cmd

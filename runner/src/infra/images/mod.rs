@@ -8,8 +8,11 @@
 
 pub mod cache;
 pub mod debian;
+pub mod gc;
+pub mod index;
 pub mod initramfs;
 pub mod kernel;
+pub mod repin;
 pub mod resolve;
 pub mod rootfs;
 pub mod source;
@@ -123,14 +126,15 @@ pub struct PinnedSource {
     pub sha256: String,
 }
 
+/// `images/kernels.yaml`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct KernelManifest {
-    #[allow(dead_code)]
-    pinned_on: String,
-    kernels: Vec<PinnedKernel>,
+pub(crate) struct KernelManifest {
+    /// The date of the last (re-)pinning, `YYYY-MM-DD`.
+    pub(crate) pinned_on: String,
+    pub(crate) kernels: Vec<PinnedKernel>,
     #[serde(default)]
-    sources: Vec<PinnedSource>,
+    pub(crate) sources: Vec<PinnedSource>,
 }
 
 /// A rootfs recipe (`images/rootfs/<name>.yaml`).

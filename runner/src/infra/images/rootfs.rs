@@ -33,6 +33,9 @@ pub struct RootfsArtifact {
     pub initramfs_base: PathBuf,
     /// Cache key.
     pub key: String,
+    /// The shared lock that keeps `vmrepro images gc` from removing the entry while
+    /// this artefact (or a clone) exists.
+    pub hold: std::sync::Arc<super::cache::EntryHold>,
 }
 
 /// The cache key of a rootfs recipe: every input's bytes.
@@ -62,13 +65,15 @@ pub fn resolve_rootfs(
 ) -> Result<(RootfsArtifact, CacheOutcome), ImageError> {
     let key = rootfs_key(catalog, name)?;
     let (recipe, _) = &catalog.rootfs[name];
-    let (dir, outcome) = cache.get_or_build("rootfs", &key, |tmp| build(catalog, recipe, tmp, cache.cancel_flag()))?;
+    let (dir, outcome, hold) =
+        cache.get_or_build_held("rootfs", &key, |tmp| build(catalog, recipe, tmp, cache.cancel_flag()))?;
     let art = RootfsArtifact {
         name: name.to_string(),
         image: dir.join("rootfs.ext4"),
         initramfs_base: dir.join("initramfs-base.cpio"),
         dir,
         key,
+        hold: std::sync::Arc::new(hold),
     };
     Ok((art, outcome))
 }
