@@ -2,6 +2,7 @@
 //! `main.rs` only calls [`main`].
 
 mod images;
+mod interactive;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,7 +41,29 @@ enum Command {
         /// Where run folders go: `<DIR>/<suite>/<timestamp>/`.
         #[arg(long, default_value = "results")]
         results: PathBuf,
+        /// Keep the VMs running after the steps (`--keep`, or `--keep=on-failure` only
+        /// when a step failed), print how to reach them, and wait for `vmrepro stop`
+        /// or Ctrl-C.
+        #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "always")]
+        keep: Option<KeepArg>,
     },
+    /// Open an interactive root shell in a VM of a running run (one started with
+    /// --keep, or one whose steps still run), over its second serial port.
+    Shell {
+        /// The run folder (`results/<suite>/<timestamp>`).
+        run_dir: PathBuf,
+        /// The VM.
+        vm: String,
+    },
+    /// Stop a running run (e.g. one kept with --keep): its VMs are shut down and
+    /// everything it held is removed, as at the end of any run.
+    Stop {
+        /// The run folder (`results/<suite>/<timestamp>`).
+        run_dir: PathBuf,
+    },
+    /// Check what this host allows the current user (namespaces, /dev/net/tun,
+    /// subordinate ids, /dev/kvm, tools) and say how to fix what is missing.
+    Doctor,
     /// Analyse a finished run folder again (no VM): rewrite its results.json and print
     /// its tables.
     Analyse {
@@ -58,6 +81,15 @@ enum Command {
         #[command(subcommand)]
         command: ImagesCommand,
     },
+}
+
+/// `--keep` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum KeepArg {
+    /// Whatever the outcome.
+    Always,
+    /// Only when a step did not pass or the run failed.
+    OnFailure,
 }
 
 #[derive(Debug, Subcommand)]
@@ -104,7 +136,11 @@ enum ImagesCommand {
 pub fn main() -> i32 {
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
-    rt.block_on(dispatch(cli))
+    let code = rt.block_on(dispatch(cli));
+    // Don't wait for blocking reads still parked on stdin (`vmrepro shell` after the
+    // guest's shell ended): they can't finish until the next key press.
+    rt.shutdown_background();
+    code
 }
 
 /// Loads, validates and compiles the suite at `path`; prints the error and returns
@@ -154,13 +190,18 @@ async fn dispatch(cli: Cli) -> i32 {
             }
             code
         }
-        Command::Run { suite, results } => {
+        Command::Run { suite, results, keep } => {
             let (plan, catalog) = match load_or_exit(&suite, cli.images.as_deref()) {
                 Ok(p) => p,
                 Err(c) => return c,
             };
             let opts = RunOptions { results_root: results, cache, catalog, events: progress_sink(), run_dir: None };
-            let outcome = match crate::run::run(&plan, &opts, interrupted()).await {
+            let keep = match keep {
+                None => crate::run::Keep::Never,
+                Some(KeepArg::Always) => crate::run::Keep::Always,
+                Some(KeepArg::OnFailure) => crate::run::Keep::OnFailure,
+            };
+            let outcome = match crate::run::run_with(&plan, &opts, interrupted(), keep).await {
                 Ok(o) => o,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -179,6 +220,9 @@ async fn dispatch(cli: Cli) -> i32 {
                 }
             }
         }
+        Command::Shell { run_dir, vm } => interactive::shell(&run_dir, &vm).await,
+        Command::Stop { run_dir } => interactive::stop(&run_dir).await,
+        Command::Doctor => interactive::doctor(),
         Command::Analyse { run_dir } => match analyse_dir(&run_dir) {
             Ok(a) => {
                 print!("{}", render(&a));

@@ -21,6 +21,9 @@ pub(super) struct Resources {
     /// Shared locks on every cache entry the VMs use (kernels, rootfs), so that
     /// `vmrepro images gc` leaves them alone while the run lives; released last.
     pub(super) holds: Vec<std::sync::Arc<crate::infra::images::cache::EntryHold>>,
+    /// The control socket (`vmrepro stop`); taken out before the teardown and closed
+    /// after the final `run.json` (see [`super::keep`]).
+    pub(super) control: Option<super::keep::Control>,
 }
 
 impl Resources {
