@@ -18,7 +18,7 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("repin");
+    let base = support::test_tmpdir().join("repin");
     std::fs::create_dir_all(&base).unwrap();
     let dir = tempfile::tempdir_in(&base).unwrap();
     let images = dir.path().join("images");

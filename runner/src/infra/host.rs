@@ -216,9 +216,10 @@ pub fn parse_subids(text: &str) -> Vec<SubIdRange> {
         .collect()
 }
 
-/// The ids of `user` (name or uid `uid`) in `ranges`.
-pub fn subids_of(ranges: &[SubIdRange], user: &str, uid: u32) -> u64 {
-    ranges.iter().filter(|r| r.owner == user || r.owner == uid.to_string()).map(|r| r.count).sum()
+/// The ranges of `user` in `ranges`. mmdebstrap (and this runner) read them by user
+/// name only, and want exactly one.
+pub fn subids_of<'a>(ranges: &'a [SubIdRange], user: &str) -> Vec<&'a SubIdRange> {
+    ranges.iter().filter(|r| r.owner == user).collect()
 }
 
 /// A free range of [`SUBID_COUNT`] ids after every range in `taken` (from 100000, as
@@ -227,14 +228,16 @@ pub fn free_subid_start(taken: &[SubIdRange]) -> u64 {
     taken.iter().map(|r| r.start + r.count).max().unwrap_or(0).max(100_000)
 }
 
-/// Whether we (not root) have [`SUBID_COUNT`] subordinate uids and gids and the
-/// `newuidmap`/`newgidmap` helpers, as mmdebstrap's unshare mode needs.
+/// Whether we (not root) have one range of at least [`SUBID_COUNT`] subordinate uids
+/// and one of gids under our user name (as mmdebstrap's unshare mode reads them) and
+/// the `newuidmap`/`newgidmap` helpers; returns the first uid and gid of the ranges
+/// (`None` for root).
 ///
-/// Errors: [`Missing`] with the `usermod --add-subuids/--add-subgids` command (a free
-/// range) or the package to install.
-pub fn check_subids() -> Result<(), Missing> {
+/// Errors: [`Missing`] with the `usermod` commands that fix it (a free range, and
+/// removing an existing range that is too small or one too many).
+pub fn check_subids() -> Result<Option<(u64, u64)>, Missing> {
     if is_root() {
-        return Ok(());
+        return Ok(None);
     }
     for helper in ["newuidmap", "newgidmap"] {
         if find_in_path(helper).is_none() {
@@ -247,24 +250,40 @@ pub fn check_subids() -> Result<(), Missing> {
         }
     }
     let user = user_name();
-    let uid = nix::unistd::geteuid().as_raw();
     let read = |p: &str| std::fs::read_to_string(p).map(|t| parse_subids(&t)).unwrap_or_default();
     let (subuid, subgid) = (read("/etc/subuid"), read("/etc/subgid"));
-    let (u, g) = (subids_of(&subuid, &user, uid), subids_of(&subgid, &user, uid));
-    if u >= SUBID_COUNT && g >= SUBID_COUNT {
-        return Ok(());
+    let (u, g) = (subids_of(&subuid, &user), subids_of(&subgid, &user));
+    let good = |r: &[&SubIdRange]| r.len() == 1 && r[0].count >= SUBID_COUNT;
+    if good(&u) && good(&g) {
+        return Ok(Some((u[0].start, g[0].start)));
     }
-    let su = free_subid_start(&subuid);
-    let sg = free_subid_start(&subgid);
+    let describe = |r: &[&SubIdRange]| match r.len() {
+        0 => "none".to_string(),
+        _ => r.iter().map(|x| format!("{}-{}", x.start, x.start + x.count.max(1) - 1)).collect::<Vec<_>>().join(", "),
+    };
+    let mut fix = String::from("sudo usermod");
+    for r in u.iter().filter(|_| !good(&u)) {
+        fix.push_str(&format!(" --del-subuids {}-{}", r.start, r.start + r.count.max(1) - 1));
+    }
+    for r in g.iter().filter(|_| !good(&g)) {
+        fix.push_str(&format!(" --del-subgids {}-{}", r.start, r.start + r.count.max(1) - 1));
+    }
+    if !good(&u) {
+        let su = free_subid_start(&subuid);
+        fix.push_str(&format!(" --add-subuids {su}-{}", su + SUBID_COUNT - 1));
+    }
+    if !good(&g) {
+        let sg = free_subid_start(&subgid);
+        fix.push_str(&format!(" --add-subgids {sg}-{}", sg + SUBID_COUNT - 1));
+    }
+    fix.push_str(&format!(" {user}"));
     Err(Missing {
         problem: format!(
-            "{user} has {u} subordinate uids in /etc/subuid and {g} subordinate gids in /etc/subgid; building the rootfs as an ordinary user (mmdebstrap --mode=unshare) needs {SUBID_COUNT} of each"
+            "{user}'s subordinate ids: uids {} (/etc/subuid), gids {} (/etc/subgid); building the rootfs as an ordinary user (mmdebstrap --mode=unshare) needs one range of {SUBID_COUNT} of each, under the user name",
+            describe(&u),
+            describe(&g)
         ),
-        fix: format!(
-            "sudo usermod --add-subuids {su}-{} --add-subgids {sg}-{} {user}",
-            su + SUBID_COUNT - 1,
-            sg + SUBID_COUNT - 1
-        ),
+        fix,
     })
 }
 
@@ -300,7 +319,7 @@ pub fn doctor() -> Vec<Check> {
         },
         Check {
             what: "subordinate ids",
-            result: check_subids().and_then(|()| ok(if root { "root: not needed" } else { "enough for mmdebstrap" })),
+            result: check_subids().and_then(|_| ok(if root { "root: not needed" } else { "enough for mmdebstrap" })),
             optional: false,
         },
     ];
@@ -349,10 +368,10 @@ mod tests {
         let text = "# comment\nalice:100000:65536\n1001:165536:65536\nbroken line\nbob:231072:1000\n";
         let r = parse_subids(text);
         assert_eq!(r.len(), 3);
-        assert_eq!(subids_of(&r, "alice", 1000), 65536);
-        assert_eq!(subids_of(&r, "carol", 1001), 65536, "a numeric owner is the uid");
-        assert_eq!(subids_of(&r, "bob", 1002), 1000);
-        assert_eq!(subids_of(&r, "dave", 1003), 0);
+        let count = |u: &str| subids_of(&r, u).iter().map(|x| x.count).sum::<u64>();
+        assert_eq!(count("alice"), 65536);
+        assert_eq!(count("carol"), 0, "mmdebstrap reads ranges by user name, not by uid");
+        assert_eq!(count("bob"), 1000);
         assert_eq!(free_subid_start(&r), 232072);
         assert_eq!(free_subid_start(&[]), 100_000);
     }

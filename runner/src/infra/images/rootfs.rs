@@ -2,10 +2,10 @@
 //!
 //! mmdebstrap → overlay copied in → `mkfs.ext4 -d` (no mount, no loop device), plus the
 //! initramfs base archive (busybox from the same rootfs and `images/initramfs/init`).
-//! mmdebstrap writes a tarball and the image is made from it under `mmdebstrap
-//! --unshare-helper`, so the same build works as root (`--mode=root`) and as an
-//! ordinary user (`--mode=unshare`, in a user namespace mapping the rootfs's owners
-//! onto subordinate ids: see [`crate::infra::host`]).
+//! mmdebstrap writes a tarball and the image is made from it, so the same build works
+//! as root (`--mode=root`) and as an ordinary user (`--mode=unshare`, then the image
+//! is made in a user namespace mapping the rootfs's owners onto subordinate ids: see
+//! [`crate::infra::host`]).
 //! Cached under `rootfs/<sha256 of recipe, overlay files and init>`.
 
 use std::path::{Path, PathBuf};
@@ -16,8 +16,8 @@ use super::{run_tool, Cache, CacheOutcome, CancelFlag, Catalog, ImageError, Root
 use crate::infra::sha256_hex;
 
 /// Bumped when the way we build a rootfs changes, so old cache entries are not reused.
-/// v2: mmdebstrap writes a tarball, unpacked and turned into the image under
-/// `mmdebstrap --unshare-helper` (also as an ordinary user, in unshare mode).
+/// v2: mmdebstrap writes a tarball, unpacked and turned into the image (as an
+/// ordinary user in a user namespace, see [`crate::infra::host`]).
 const ROOTFS_FORMAT: &str = "vmrepro-rootfs-v2";
 
 /// A built rootfs.
@@ -78,10 +78,12 @@ pub fn resolve_rootfs(
     Ok((art, outcome))
 }
 
-/// Turns mmdebstrap's tarball into the ext4 image, run by `sh` under `mmdebstrap
-/// --unshare-helper`: as root in a private mount namespace, or, for an ordinary user,
-/// as root of a user namespace that maps the rootfs's owners onto the subordinate ids
-/// (so the tarball's owners are kept, and the staging folder can be removed). Unpacks
+/// Turns mmdebstrap's tarball into the ext4 image, run by `sh`: as root, or, for an
+/// ordinary user, as root of a user namespace that maps root to the user and every
+/// other id the rootfs uses onto the user's subordinate ids (so the tarball's owners
+/// are kept, the build folder is writable, and the staging folder can be removed;
+/// `mmdebstrap --unshare-helper` maps root to a subordinate id, which can't write into
+/// the user's folders). Unpacks
 /// the tarball without `/dev` (device nodes can't be made there; the guest's `/dev`
 /// is a devtmpfs anyway), copies the overlay on top, copies busybox out for the
 /// initramfs, and makes the image with `mkfs.ext4 -d`. Paths come in the environment,
@@ -106,10 +108,12 @@ fn build(catalog: &Catalog, recipe: &RootfsRecipe, out: &Path, cancel: &CancelFl
     // that maps the rootfs's users onto our subordinate ids (checked first, so a
     // missing setup is one message that says what to do, not mmdebstrap's).
     let rootless = !crate::infra::host::is_root();
-    if rootless {
+    let subids = if rootless {
         crate::infra::host::check_userns()?;
-        crate::infra::host::check_subids()?;
-    }
+        crate::infra::host::check_subids()?
+    } else {
+        None
+    };
     let tar = out.join("root.tar");
     let log = out.join("mmdebstrap.log");
     let mut mm = Command::new("mmdebstrap");
@@ -132,16 +136,25 @@ fn build(catalog: &Catalog, recipe: &RootfsRecipe, out: &Path, cancel: &CancelFl
     std::fs::write(&script, TAR_TO_EXT4).map_err(ImageError::io("writing", &script))?;
     let overlay = catalog.dir.join("rootfs").join(&recipe.overlay);
     let overlay = std::fs::canonicalize(&overlay).map_err(ImageError::io("finding the rootfs overlay", &overlay))?;
-    let mut helper = Command::new("mmdebstrap");
+    let mut helper = match subids {
+        // Root 0 → us; 1..65535 → our subordinate ids (util-linux >= 2.38, newuidmap).
+        Some((uid, gid)) => {
+            let mut u = Command::new("unshare");
+            u.args(["--user", "--map-root-user"])
+                .arg(format!("--map-users={uid},1,{}", crate::infra::host::SUBID_COUNT - 1))
+                .arg(format!("--map-groups={gid},1,{}", crate::infra::host::SUBID_COUNT - 1))
+                .arg("sh");
+            u
+        }
+        None => Command::new("sh"),
+    };
     helper
-        .arg("--unshare-helper")
-        .arg("sh")
         .arg(&script)
         .env("VMREPRO_TAR", &tar)
         .env("VMREPRO_OVERLAY", &overlay)
         .env("VMREPRO_OUT", out)
         .env("VMREPRO_IMAGE", &image);
-    run_tool(&mut helper, "mmdebstrap --unshare-helper (rootfs tarball → ext4 image)", Some(&log), cancel)?;
+    run_tool(&mut helper, "rootfs tarball → ext4 image", Some(&log), cancel)?;
     for f in [&script, &tar] {
         std::fs::remove_file(f).map_err(ImageError::io("removing", f))?;
     }
