@@ -172,7 +172,7 @@ pub(super) fn gc(images: Option<&Path>, cache: &Cache, folders: &[PathBuf], poli
         }
     }
     println!(
-        "{}: {} {verb}, {busy} held and kept{}",
+        "{}: {verb} {}, {busy} held and kept{}",
         if policy.dry_run { "dry run" } else { "done" },
         gc::megabytes(freed),
         if failed > 0 { format!(", {failed} failed") } else { String::new() }
