@@ -1,6 +1,9 @@
 //! The `vmrepro` command line: argument parsing, progress rendering and exit codes.
 //! `main.rs` only calls [`main`].
 
+mod images;
+mod interactive;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +44,11 @@ enum Command {
         /// Also write JUnit XML here (one test case per step and per verdict).
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Keep the VMs running after the steps (`--keep`, or `--keep=on-failure` only
+        /// when a step failed), print how to reach them, and wait for `vmrepro stop`
+        /// or Ctrl-C.
+        #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "always")]
+        keep: Option<KeepArg>,
     },
     /// Write a run folder's report.md and report.html again (no VM).
     Report {
@@ -82,6 +90,23 @@ enum Command {
         /// The second run: column B.
         run_b: PathBuf,
     },
+    /// Open an interactive root shell in a VM of a running run (one started with
+    /// --keep, or one whose steps still run), over its second serial port.
+    Shell {
+        /// The run folder (`results/<suite>/<timestamp>`).
+        run_dir: PathBuf,
+        /// The VM.
+        vm: String,
+    },
+    /// Stop a running run (e.g. one kept with --keep): its VMs are shut down and
+    /// everything it held is removed, as at the end of any run.
+    Stop {
+        /// The run folder (`results/<suite>/<timestamp>`).
+        run_dir: PathBuf,
+    },
+    /// Check what this host allows the current user (namespaces, /dev/net/tun,
+    /// subordinate ids, /dev/kvm, tools) and say how to fix what is missing.
+    Doctor,
     /// Analyse a finished run folder again (no VM): rewrite its results.json and print
     /// its tables.
     Analyse {
@@ -110,6 +135,15 @@ enum Command {
     },
 }
 
+/// `--keep` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum KeepArg {
+    /// Whatever the outcome.
+    Always,
+    /// Only when a step did not pass or the run failed.
+    OnFailure,
+}
+
 #[derive(Debug, Subcommand)]
 enum ImagesCommand {
     /// Build or fetch every image the given suites need (all pinned kernels and the
@@ -118,15 +152,47 @@ enum ImagesCommand {
         /// Suite files.
         suites: Vec<PathBuf>,
     },
-    /// List the recipes and the cache's entries.
-    List,
+    /// List the recipes, and the cache's entries with their size, age and the suites
+    /// or pins that use them.
+    List {
+        /// Folders of suites whose use of the cache to show (default: `suites/`).
+        folders: Vec<PathBuf>,
+    },
+    /// Remove cache entries no suite in the given folders uses (and, with
+    /// --older-than, entries built longer ago than that). Never removes an entry a
+    /// running suite holds.
+    Gc {
+        /// Folders of suites whose images to keep (default: `suites/`).
+        folders: Vec<PathBuf>,
+        /// Also remove entries built longer ago than this (e.g. `30d`), used or not;
+        /// they are fetched or built again when next needed.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        older_than: Option<Duration>,
+        /// Only print what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Re-pin images/kernels.yaml to the packages the Debian archive serves now (the
+    /// newest of each pin's kind), printing old → new for each pin.
+    Repin {
+        /// Only print what would change.
+        #[arg(long)]
+        dry_run: bool,
+        /// Only re-pin pins whose package is no longer in the archive.
+        #[arg(long)]
+        stale_only: bool,
+    },
 }
 
 /// Runs the CLI; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
-    rt.block_on(dispatch(cli))
+    let code = rt.block_on(dispatch(cli));
+    // Don't wait for blocking reads still parked on stdin (`vmrepro shell` after the
+    // guest's shell ended): they can't finish until the next key press.
+    rt.shutdown_background();
+    code
 }
 
 /// Loads, validates and compiles the suite at `path`; prints the error and returns
@@ -176,13 +242,18 @@ async fn dispatch(cli: Cli) -> i32 {
             }
             code
         }
-        Command::Run { suite, results, junit } => {
+        Command::Run { suite, results, junit, keep } => {
             let (plan, catalog) = match load_or_exit(&suite, cli.images.as_deref()) {
                 Ok(p) => p,
                 Err(c) => return c,
             };
             let opts = RunOptions { results_root: results, cache, catalog, events: progress_sink(), run_dir: None };
-            let outcome = match crate::run::run(&plan, &opts, interrupted()).await {
+            let keep = match keep {
+                None => crate::run::Keep::Never,
+                Some(KeepArg::Always) => crate::run::Keep::Always,
+                Some(KeepArg::OnFailure) => crate::run::Keep::OnFailure,
+            };
+            let outcome = match crate::run::run_with(&plan, &opts, interrupted(), keep).await {
                 Ok(o) => o,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -203,6 +274,9 @@ async fn dispatch(cli: Cli) -> i32 {
                 }
             }
         }
+        Command::Shell { run_dir, vm } => interactive::shell(&run_dir, &vm).await,
+        Command::Stop { run_dir } => interactive::stop(&run_dir).await,
+        Command::Doctor => interactive::doctor(),
         Command::Report { run_dir } => match crate::report::published::write(&run_dir) {
             Ok(w) => {
                 println!("{}\n{}", w.markdown.display(), w.html.display());
@@ -245,35 +319,17 @@ async fn dispatch(cli: Cli) -> i32 {
                 exit::CONFIG_ERROR
             }
         },
-        Command::Images { command: ImagesCommand::List } => {
-            let catalog = match Catalog::locate(cli.images.as_deref(), Path::new(".")).and_then(|d| Catalog::load(&d)) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return exit::CONFIG_ERROR;
-                }
-            };
-            println!("recipes in {}:", catalog.dir.display());
-            for k in &catalog.kernels {
-                println!("  kernel debian {:<5} {:<12} {} {}", k.series, k.flavour, k.package, k.version);
-            }
-            for r in catalog.rootfs.keys() {
-                println!("  rootfs {r}");
-            }
-            for p in catalog.profiles.keys() {
-                println!("  profile {p}");
-            }
-            println!("cache {}:", cache.root().display());
-            for (kind, key, path) in cache.list() {
-                let size = crate::infra::images::rootfs::walk_files(&path)
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(|f| f.metadata().ok())
-                    .map(|m| m.len())
-                    .sum::<u64>();
-                println!("  {kind:<7} {}…  {:>6.1} MB", &key[..16.min(key.len())], size as f64 / 1e6);
-            }
-            exit::SUCCESS
+        Command::Images { command: ImagesCommand::List { folders } } => {
+            images::list(cli.images.as_deref(), &cache, &folders)
+        }
+        Command::Images { command: ImagesCommand::Gc { folders, older_than, dry_run } } => images::gc(
+            cli.images.as_deref(),
+            &cache,
+            &folders,
+            &crate::infra::images::gc::GcPolicy { older_than, dry_run },
+        ),
+        Command::Images { command: ImagesCommand::Repin { dry_run, stale_only } } => {
+            images::repin(cli.images.as_deref(), dry_run, stale_only)
         }
         Command::Images { command: ImagesCommand::Build { suites } } => {
             build_images(&suites, cli.images.as_deref(), &cache, progress_sink()).await

@@ -62,11 +62,14 @@ fn qemu_command_line_for_a_tcg_guest() {
         qmp_socket: "/RUN/alpha/qmp.sock".into(),
         qga_socket: "/RUN/alpha/qga.sock".into(),
         console_log: "/RESULTS/vms/alpha/console.log".into(),
+        shell_socket: "/RUN/alpha/shell.sock".into(),
     };
     let args = qemu_args(&config);
     assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"), "TCG guest: {args:?}");
     assert!(args.contains(&"-nodefaults".to_string()) && args.contains(&"-no-reboot".to_string()));
     assert!(args.iter().any(|a| a.contains("readonly=on")), "the modules disk is read-only");
+    let serial: Vec<&String> = args.windows(2).filter(|w| w[0] == "-serial").map(|w| &w[1]).collect();
+    assert_eq!(serial, ["chardev:console", "chardev:shell"], "ttyS0 the console log, ttyS1 the shell");
     settings().bind(|| {
         insta::assert_snapshot!("qemu_args__tcg", shell_line("qemu-system-x86_64", &args).replace(" -", "\n  -"))
     });

@@ -22,7 +22,7 @@ fn run_suite(path: &Path) -> datatest_stable::Result<()> {
     let catalog = Catalog::load(&root.join("images"))?;
     let plan = vmrepro::suite::compile(&file, &catalog)?;
     let opts = RunOptions {
-        results_root: Path::new(env!("CARGO_TARGET_TMPDIR")).join("suite-results"),
+        results_root: support::test_tmpdir().join("suite-results"),
         cache: Cache::from_env(),
         catalog,
         events: std::sync::Arc::new(|e| {

@@ -22,6 +22,10 @@ pub enum NetError {
     /// The holder process couldn't be started (user namespaces disabled?).
     #[error("cannot create the private network namespace: {0}")]
     Namespace(std::io::Error),
+    /// A prerequisite of rootless networking is missing (user namespaces turned off,
+    /// `/dev/net/tun` not accessible); the message says how to fix it.
+    #[error(transparent)]
+    Host(#[from] crate::infra::host::Missing),
     /// An `ip` command failed.
     #[error("`ip {args}` failed in the suite's namespace: {output}")]
     Ip {
@@ -73,7 +77,13 @@ impl Namespace {
                 Ok(())
             });
         }
-        let holder = cmd.spawn().map_err(NetError::Namespace)?;
+        let holder = cmd.spawn().map_err(|e| {
+            if rootless {
+                NetError::Host(crate::infra::host::userns_error(&e))
+            } else {
+                NetError::Namespace(e)
+            }
+        })?;
         let pid = holder.id();
         let open = |kind: &str| {
             std::fs::File::open(format!("/proc/{pid}/ns/{kind}")).map(OwnedFd::from).map_err(NetError::Namespace)
@@ -140,6 +150,11 @@ impl Namespace {
     /// and up.
     pub fn create_bridge(&self, bridge: &str, mtu: u32, taps: &[String]) -> Result<(), NetError> {
         let mtu = mtu.to_string();
+        if !taps.is_empty() {
+            // Inside our user namespace, opening the tun device is still checked against
+            // the host's permissions: say how to get them rather than failing in `ip`.
+            crate::infra::host::check_tun()?;
+        }
         self.ip(&["link", "add", bridge, "type", "bridge", "stp_state", "0"])?;
         self.ip(&["link", "set", bridge, "mtu", &mtu, "up"])?;
         for tap in taps {

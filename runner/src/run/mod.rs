@@ -9,7 +9,9 @@
 //! namespace's holder ends, then the temp folder is removed, then the final `run.json`
 //! is written.
 
+pub mod attach;
 pub mod environment;
+pub mod keep;
 mod prepare;
 pub mod record;
 mod resources;
@@ -29,6 +31,7 @@ use crate::infra::qemu::vm::{Vm, VmError};
 use crate::suite::plan::{Plan, StepKind};
 use crate::suite::spec::Accel;
 
+pub use keep::Keep;
 use record::{write_json, NamespaceRecord, Timings, RUN_SCHEMA};
 pub use record::{RunRecord, RunStatus, StepRecord, StepStatus, VmRecord};
 pub use resources::sweep_stale_temp_dirs;
@@ -39,6 +42,9 @@ use scheduler::Recorder;
 pub const PLAN_FILE: &str = "plan.json";
 /// Name of the run record in a run folder.
 pub const RUN_FILE: &str = "run.json";
+/// Name of a VM's serial shell socket in its folder of the run's temp folder
+/// (`<temp_dir>/<vm>/shell.sock`, see `vmrepro shell`).
+pub const SHELL_SOCKET: &str = "shell.sock";
 
 /// Errors that stop a run before or while VMs run (infrastructure failures).
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +139,31 @@ pub async fn run(
     opts: &RunOptions,
     interrupt: impl std::future::Future<Output = ()>,
 ) -> Result<RunOutcome, RunError> {
+    run_with(plan, opts, interrupt, Keep::Never).await
+}
+
+/// How a run was cut short.
+#[derive(Debug, Clone, Copy)]
+enum Stopped {
+    /// SIGINT, SIGTERM or SIGHUP (`interrupt` resolved).
+    Signal,
+    /// `vmrepro stop` (the control socket).
+    Request,
+}
+
+/// [`run`], keeping the VMs running after the steps when `keep` says so (see
+/// [`keep`]): it then prints how to reach them and returns only once they were
+/// stopped (`vmrepro stop`, `interrupt`, or every kept VM exited), after the usual
+/// teardown. The run's status is its steps' outcome. `vmrepro stop` also ends a run
+/// whose steps still run, as `interrupt` does.
+///
+/// Errors: as [`run`].
+pub async fn run_with(
+    plan: &Plan,
+    opts: &RunOptions,
+    interrupt: impl std::future::Future<Output = ()>,
+    keep: Keep,
+) -> Result<RunOutcome, RunError> {
     let started = SystemTime::now();
     let t0 = Instant::now();
     let dir = match &opts.run_dir {
@@ -165,18 +196,49 @@ pub async fn run(
     // This run's own flag: an interruption stops its image builds and no one else's.
     let cancel = CancelFlag::new();
     let rec = Recorder { record: record.clone(), dir: dir.clone(), events: opts.events.clone() };
+    // Set by the run's control socket (`vmrepro stop`).
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::pin!(interrupt);
     let result = {
         let cache = opts.cache.with_cancel(cancel.clone());
-        let body = execute(plan, opts, &cache, &rec, &mut res);
+        let body = execute(plan, opts, &cache, &rec, &mut res, stop_tx);
         tokio::pin!(body);
         tokio::select! {
-            r = &mut body => r.map(|()| false),
-            () = interrupt => {
+            r = &mut body => r.map(|()| None),
+            () = &mut interrupt => {
                 cancel.cancel();
-                Ok(true)
+                Ok(Some(Stopped::Signal))
+            }
+            () = keep::stop_requested(stop_rx.clone()) => {
+                cancel.cancel();
+                Ok(Some(Stopped::Request))
             }
         }
     };
+    if matches!(result, Ok(None) | Err(_)) {
+        let failed = result.is_err() || {
+            let r = record.lock().expect("not poisoned");
+            r.vms.iter().flat_map(|v| &v.steps).any(|s| s.status != StepStatus::Passed)
+        };
+        if keep.applies(failed) {
+            let alive = keep::alive(&mut res.vms);
+            if alive.is_empty() {
+                (opts.events)(Event::Notice("--keep: nothing to keep, every VM has exited".into()));
+            } else {
+                let steps = keep::steps_summary(&record.lock().expect("not poisoned"));
+                (opts.events)(Event::Notice(keep::kept_notice(&dir, &alive, &steps)));
+                tokio::select! {
+                    () = &mut interrupt => {}
+                    () = keep::stop_requested(stop_rx.clone()) => {}
+                    () = keep::all_exited(&mut res.vms) => {
+                        (opts.events)(Event::Notice("every kept VM has exited".into()));
+                    }
+                }
+            }
+        }
+    }
+    // Answered once run.json is final.
+    let control = res.control.take();
     // Teardown, whatever happened above: every VM, then the namespace, then temp files.
     (opts.events)(Event::TearingDown);
     let t_down = Instant::now();
@@ -196,17 +258,24 @@ pub async fn run(
     rec.timings.teardown_s = t_down.elapsed().as_secs_f64();
     rec.timings.total_s = t0.elapsed().as_secs_f64();
     match &result {
-        Ok(true) => {
+        Ok(Some(how)) => {
             rec.status = RunStatus::Interrupted;
-            rec.error =
-                Some("the run was interrupted (SIGINT/SIGTERM/SIGHUP); results collected so far are kept".into());
+            rec.error = Some(
+                match how {
+                    Stopped::Signal => {
+                        "the run was interrupted (SIGINT/SIGTERM/SIGHUP); results collected so far are kept"
+                    }
+                    Stopped::Request => "the run was stopped (`vmrepro stop`); results collected so far are kept",
+                }
+                .into(),
+            );
             mark_unfinished(
                 &mut rec,
                 "the run was interrupted before this step",
                 "the run was interrupted while this step ran",
             );
         }
-        Ok(false) => {
+        Ok(None) => {
             // Measured iterations are judged by the analysis (a failed, hung or crashed
             // iteration is an outcome of its VM, compared across VMs); every other step
             // must pass.
@@ -229,6 +298,10 @@ pub async fn run(
         }
     }
     write_json(&dir.join(RUN_FILE), &rec)?;
+    if let Some(c) = control {
+        let status = serde_json::to_value(rec.status).ok().and_then(|v| v.as_str().map(str::to_string));
+        c.finish(status.as_deref().unwrap_or("?")).await;
+    }
     Ok(RunOutcome { dir, record: rec })
 }
 
@@ -274,6 +347,7 @@ async fn execute(
     cache: &Cache,
     rec: &Recorder,
     res: &mut Resources,
+    stop: tokio::sync::watch::Sender<bool>,
 ) -> Result<(), RunError> {
     let events = &opts.events;
     let t_img = Instant::now();
@@ -291,6 +365,8 @@ async fn execute(
     // What a published report says about the host, the tools and the inputs.
     let env = environment::collect(plan, &opts.catalog, cache, &images.kernels, &images.rootfs);
     write_json(&rec.dir.join(environment::ENVIRONMENT_FILE), &env)?;
+    res.holds.extend(images.kernels.values().map(|k| k.hold.clone()));
+    res.holds.extend(images.rootfs.values().map(|r| r.hold.clone()));
     rec.save()?;
 
     let t_boot = Instant::now();
@@ -310,6 +386,7 @@ async fn execute(
     let tmp_path = tmp.path().to_path_buf();
     res.tmp = Some(tmp);
     res.tmp_lock = Some(tmp_lock);
+    res.control = Some(keep::Control::bind(&tmp_path, stop).map_err(io_err("listening on", &tmp_path))?);
     rec.record.lock().expect("not poisoned").temp_dir = Some(tmp_path.display().to_string());
     let ns = res.ns.insert(Namespace::create()?);
     rec.record.lock().expect("not poisoned").network_namespace =

@@ -86,6 +86,7 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
         qmp_socket: tdir.join("qmp.sock"),
         qga_socket: tdir.join("qga.sock"),
         console_log: vdir.join("console.log"),
+        shell_socket: tdir.join(crate::run::SHELL_SOCKET),
     };
     let cmdline = shell_line(&crate::infra::qemu::qemu_binary(), &qemu_args(&config));
     let cmd_path = vdir.join("qemu-cmdline.txt");

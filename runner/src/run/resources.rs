@@ -1,5 +1,5 @@
 //! What a run holds outside its results folder (VMs, the network namespace, the private
-//! temp folder) and how it is given back, in order, on every path.
+//! temp folder, its cache entries) and how it is given back, in order, on every path.
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +18,12 @@ pub(super) struct Resources {
     pub(super) tmp: Option<tempfile::TempDir>,
     /// The lock on the temp folder (see [`create_temp_dir`]), held until it is removed.
     pub(super) tmp_lock: Option<nix::fcntl::Flock<std::fs::File>>,
+    /// Shared locks on every cache entry the VMs use (kernels, rootfs), so that
+    /// `vmrepro images gc` leaves them alone while the run lives; released last.
+    pub(super) holds: Vec<std::sync::Arc<crate::infra::images::cache::EntryHold>>,
+    /// The control socket (`vmrepro stop`); taken out before the teardown and closed
+    /// after the final `run.json` (see [`super::keep`]).
+    pub(super) control: Option<super::keep::Control>,
 }
 
 impl Resources {
@@ -35,6 +41,7 @@ impl Resources {
             }
         }
         self.tmp_lock = None;
+        self.holds.clear();
         problems
     }
 }

@@ -25,6 +25,24 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The `vmrepro` binary the tests run: `$VMREPRO_BIN` if set (a copy of this
+/// worktree's binary when several worktrees share one target folder, and with it one
+/// `target/debug/vmrepro`), else the one cargo built for this test.
+pub fn vmrepro_bin() -> PathBuf {
+    std::env::var_os("VMREPRO_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vmrepro")), PathBuf::from)
+}
+
+/// The tests' scratch folder: `$VMREPRO_TEST_TMPDIR` if set (e.g. for a user who
+/// can't write to the build's target folder, or a CI shard that uploads what is in
+/// it), else cargo's `CARGO_TARGET_TMPDIR`. Created if missing (a nextest archive
+/// run elsewhere doesn't have it).
+pub fn test_tmpdir() -> PathBuf {
+    let dir = std::env::var_os("VMREPRO_TEST_TMPDIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    dir
+}
+
 /// The project's root folder (canonical).
 pub fn repo_root() -> PathBuf {
     std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).expect("the repository root")
@@ -73,11 +91,11 @@ pub fn fixture(name: &str) -> PathBuf {
 /// Holds the VM test lock; dropping it lets the next VM test start.
 pub struct VmLock(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>);
 
-/// Waits until no other VM test (of this file or of `tests/suites.rs`, same target
-/// folder) runs. `cargo test` runs a file's tests in parallel threads: every test that
+/// Waits until no other VM test (of this file or of `tests/suites.rs`, same
+/// [`test_tmpdir`]) runs. `cargo test` runs a file's tests in parallel threads: every test that
 /// boots a VM takes this first.
 pub fn vm_lock() -> VmLock {
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("vm-suites.lock");
+    let path = test_tmpdir().join("vm-suites.lock");
     let file = std::fs::File::create(&path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
     match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive) {
         Ok(l) => VmLock(l),
@@ -128,7 +146,7 @@ pub struct Sandbox {
 impl Sandbox {
     /// A fresh sandbox for `test` (anything left from an earlier run is removed).
     pub fn new(test: &str) -> Sandbox {
-        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("failures").join(test);
+        let root = test_tmpdir().join("failures").join(test);
         if root.exists() {
             std::fs::remove_dir_all(&root).unwrap_or_else(|e| panic!("removing {}: {e}", root.display()));
         }
@@ -141,7 +159,7 @@ impl Sandbox {
 
     /// `vmrepro run <suite> --results <results>` with `TMPDIR` set to the sandbox's.
     pub fn command(&self, suite: &Path) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vmrepro"));
+        let mut cmd = Command::new(vmrepro_bin());
         cmd.arg("run").arg(suite).arg("--results").arg(&self.results);
         cmd.env("TMPDIR", &self.tmp);
         cmd

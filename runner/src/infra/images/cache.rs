@@ -9,6 +9,11 @@
 //! concurrent runs build an entry once, and the leftovers of a build whose process was
 //! killed are removed by the next build of the same entry.
 //!
+//! The same lock file, locked shared, marks an entry in use: a run holds it on every
+//! entry it uses until its teardown ([`EntryHold`]), and `vmrepro images gc` (see
+//! [`super::gc`]) removes an entry only under the exclusive lock, so never one a
+//! running suite holds.
+//!
 //! The root is `$VMREPRO_CACHE_DIR`, else `$XDG_CACHE_HOME/vmrepro`, else
 //! `~/.cache/vmrepro`.
 
@@ -24,6 +29,32 @@ use super::ImageError;
 pub struct Cache {
     root: PathBuf,
     cancel: super::CancelFlag,
+}
+
+/// Folders of the cache root that are not kinds of entries: build folders (`tmp`) and
+/// ccache's compiler cache of the source-built kernels (`ccache`).
+pub const NOT_ENTRIES: &[&str] = &["tmp", "ccache"];
+
+/// A shared `flock` on a cache entry's lock file (`<kind>/<key>.lock`): while it
+/// lives, `vmrepro images gc` (which needs the exclusive lock) leaves the entry alone.
+/// Dropping it releases the lock.
+#[derive(Debug)]
+pub struct EntryHold {
+    lock: Option<Flock<File>>,
+    kind: String,
+    key: String,
+}
+
+impl EntryHold {
+    /// The entry held, as `kind/key`.
+    pub fn entry(&self) -> String {
+        format!("{}/{}", self.kind, self.key)
+    }
+
+    /// Whether a lock is really held (not on a read-only cache).
+    pub fn is_held(&self) -> bool {
+        self.lock.is_some()
+    }
 }
 
 /// Whether [`Cache::get_or_build`] found the entry or built it.
@@ -78,35 +109,95 @@ impl Cache {
 
     /// Returns the entry `kind/key`, building it with `build(tmp_dir)` if it is missing.
     /// `build` fills the empty folder it is given; on success the folder is renamed
-    /// into place, on error it is removed.
+    /// into place, on error it is removed. Like [`Cache::get_or_build_held`] without
+    /// keeping the entry held.
     ///
-    /// Errors ([`ImageError::Io`] naming the path): the cache folder can't be created or
-    /// locked (e.g. read-only), the build folder can't be created or flushed (e.g. disk
-    /// full); or whatever `build` returned. On error nothing is left in the cache but
-    /// the (empty) lock file.
+    /// Errors: as [`Cache::get_or_build_held`].
     pub fn get_or_build(
         &self,
         kind: &str,
         key: &str,
         build: impl FnOnce(&Path) -> Result<(), ImageError>,
     ) -> Result<(PathBuf, CacheOutcome), ImageError> {
+        self.get_or_build_held(kind, key, build).map(|(p, o, _)| (p, o))
+    }
+
+    /// Returns the entry `kind/key`, building it with `build(tmp_dir)` if it is missing,
+    /// and an [`EntryHold`]: a shared lock on the entry's lock file that keeps
+    /// `vmrepro images gc` from removing it for as long as the hold lives (a run keeps
+    /// the holds of every entry it uses until its teardown).
+    ///
+    /// The entry is only looked at under the lock: shared to find it, exclusive to
+    /// build it (then shared again, and looked at again, since gc may take its
+    /// exclusive lock in between). A cache on a read-only disk that already holds the
+    /// entry gives it without a hold (no one can remove it there either).
+    ///
+    /// Errors ([`ImageError::Io`] naming the path): the cache folder can't be created or
+    /// locked (e.g. read-only), the build folder can't be created or flushed (e.g. disk
+    /// full); or whatever `build` returned. On error nothing is left in the cache but
+    /// the (empty) lock file.
+    pub fn get_or_build_held(
+        &self,
+        kind: &str,
+        key: &str,
+        build: impl FnOnce(&Path) -> Result<(), ImageError>,
+    ) -> Result<(PathBuf, CacheOutcome, EntryHold), ImageError> {
         let final_path = self.entry_path(kind, key);
-        if final_path.is_dir() {
-            return Ok((final_path, CacheOutcome::Cached));
-        }
         let kind_dir = self.root.join(kind);
-        std::fs::create_dir_all(&kind_dir).map_err(ImageError::io("creating cache folder", &kind_dir))?;
         let lock_path = kind_dir.join(format!("{key}.lock"));
-        let lock_file = File::create(&lock_path).map_err(ImageError::io("creating cache lock", &lock_path))?;
-        let _lock = Flock::lock(lock_file, FlockArg::LockExclusive).map_err(|(_, e)| ImageError::Io {
+        let unheld = || EntryHold { lock: None, kind: kind.to_string(), key: key.to_string() };
+        if let Err(e) = std::fs::create_dir_all(&kind_dir) {
+            if final_path.is_dir() {
+                return Ok((final_path, CacheOutcome::Cached, unheld()));
+            }
+            return Err(ImageError::Io { what: "creating cache folder", path: kind_dir, source: e });
+        }
+        let lock_file = match File::options().create(true).append(true).open(&lock_path) {
+            Ok(f) => f,
+            Err(_) if final_path.is_dir() => return Ok((final_path, CacheOutcome::Cached, unheld())),
+            Err(e) => return Err(ImageError::Io { what: "creating cache lock", path: lock_path, source: e }),
+        };
+        let lock_err = |e: nix::errno::Errno| ImageError::Io {
             what: "locking cache entry",
             path: lock_path.clone(),
             source: e.into(),
-        })?;
-        // Another run may have built it while we waited for the lock.
-        if final_path.is_dir() {
-            return Ok((final_path, CacheOutcome::Cached));
+        };
+        let lock = Flock::lock(lock_file, FlockArg::LockShared).map_err(|(_, e)| lock_err(e))?;
+        let mut build = Some(build);
+        let mut outcome = CacheOutcome::Cached;
+        loop {
+            if final_path.is_dir() {
+                let hold = EntryHold { lock: Some(lock), kind: kind.to_string(), key: key.to_string() };
+                return Ok((final_path, outcome, hold));
+            }
+            // Not atomic (flock(2) drops the shared lock first): another run may build
+            // it meanwhile, and gc may remove it after we go back to shared; both are
+            // seen by looking again under each lock.
+            lock.relock(FlockArg::LockExclusive).map_err(lock_err)?;
+            if !final_path.is_dir() {
+                let Some(build) = build.take() else {
+                    return Err(ImageError::Io {
+                        what: "keeping the entry just built (it was removed at once: is `vmrepro images gc` running in a loop?)",
+                        path: final_path,
+                        source: std::io::Error::from(std::io::ErrorKind::NotFound),
+                    });
+                };
+                self.build_locked(kind, key, &final_path, build)?;
+                outcome = CacheOutcome::Built;
+            }
+            lock.relock(FlockArg::LockShared).map_err(lock_err)?;
         }
+    }
+
+    /// Builds `kind/key` into a temp folder and renames it to `final_path`; the caller
+    /// holds the entry's exclusive lock.
+    fn build_locked(
+        &self,
+        kind: &str,
+        key: &str,
+        final_path: &Path,
+        build: impl FnOnce(&Path) -> Result<(), ImageError>,
+    ) -> Result<(), ImageError> {
         let tmp_root = self.root.join("tmp");
         std::fs::create_dir_all(&tmp_root).map_err(ImageError::io("creating cache folder", &tmp_root))?;
         // We hold the lock: any build folder of this entry is a killed build's leftover.
@@ -125,15 +216,19 @@ impl Cache {
         build(tmp.path())?;
         sync_tree(tmp.path())?;
         let built = tmp.keep();
-        if let Err(e) = std::fs::rename(&built, &final_path) {
+        if let Err(e) = std::fs::rename(&built, final_path) {
             let _ = std::fs::remove_dir_all(&built);
-            return Err(ImageError::Io { what: "moving built entry into the cache", path: final_path, source: e });
+            return Err(ImageError::Io {
+                what: "moving built entry into the cache",
+                path: final_path.to_path_buf(),
+                source: e,
+            });
         }
         // Make the rename itself durable; a failure here only risks a rebuild.
-        if let Ok(d) = File::open(&kind_dir) {
+        if let Some(d) = final_path.parent().and_then(|p| File::open(p).ok()) {
             let _ = d.sync_all();
         }
-        Ok((final_path, CacheOutcome::Built))
+        Ok(())
     }
 
     /// Lists complete entries as `(kind, key, path)`.
@@ -142,7 +237,7 @@ impl Cache {
         let Ok(kinds) = std::fs::read_dir(&self.root) else { return out };
         for k in kinds.flatten() {
             let kind = k.file_name().to_string_lossy().into_owned();
-            if kind == "tmp" || !k.path().is_dir() {
+            if NOT_ENTRIES.contains(&kind.as_str()) || !k.path().is_dir() {
                 continue;
             }
             if let Ok(entries) = std::fs::read_dir(k.path()) {

@@ -3,7 +3,9 @@
 //! The archive address is never written in the project: it is `$VMREPRO_DEBIAN_MIRROR`
 //! if set, else the first non-security `URIs:` of the host's deb822 apt sources
 //! (`/etc/apt/sources.list.d/*.sources`), else the first `deb` line of
-//! `/etc/apt/sources.list` — the same archive `apt-get` and `mmdebstrap` use.
+//! `/etc/apt/sources.list` — the same archive `apt-get` and `mmdebstrap` use. Packages
+//! of the security archive (`pool/updates/…`, suites `<codename>-security`) come from
+//! [`security_archive_url`], found the same way.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -44,15 +46,90 @@ pub fn archive_url() -> Result<String, ImageError> {
         })
 }
 
+/// The Debian security archive's base URL (where `<codename>-security` suites live),
+/// without a trailing `/`: `$VMREPRO_DEBIAN_SECURITY_MIRROR` if set, else the host's
+/// apt sources' security stanza (deb822 or one-line), else the main archive's URL
+/// with `-security` appended when it ends with `/debian` (the layout of Debian's own
+/// mirrors: `…/debian` and `…/debian-security`).
+///
+/// Errors: [`ImageError::Fetch`] when none of these gives one.
+pub fn security_archive_url() -> Result<String, ImageError> {
+    if let Ok(m) = std::env::var("VMREPRO_DEBIAN_SECURITY_MIRROR") {
+        if !m.is_empty() {
+            return Ok(m.trim_end_matches('/').to_string());
+        }
+    }
+    // With the main archive overridden, derive from it rather than mix in the host's.
+    if std::env::var("VMREPRO_DEBIAN_MIRROR").is_ok_and(|m| !m.is_empty()) {
+        let main = archive_url()?;
+        if main.ends_with("/debian") {
+            return Ok(format!("{main}-security"));
+        }
+    }
+    let mut candidates = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/etc/apt/sources.list.d") {
+        let mut files: Vec<PathBuf> =
+            rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "sources")).collect();
+        files.sort();
+        for f in files {
+            if let Ok(text) = std::fs::read_to_string(&f) {
+                candidates.extend(deb822_uris_where(&text, true));
+            }
+        }
+    }
+    if let Ok(text) = std::fs::read_to_string("/etc/apt/sources.list") {
+        candidates.extend(one_line_uris_where(&text, true));
+    }
+    if let Some(u) = candidates.into_iter().next() {
+        return Ok(u.trim_end_matches('/').to_string());
+    }
+    let main = archive_url()?;
+    if main.ends_with("/debian") {
+        return Ok(format!("{main}-security"));
+    }
+    Err(ImageError::Fetch(
+        "cannot find the Debian security archive in the host's apt sources; set VMREPRO_DEBIAN_SECURITY_MIRROR".into(),
+    ))
+}
+
+/// The archive that serves `suite`: the security archive for `*-security` suites,
+/// the main archive otherwise.
+///
+/// Errors: as [`archive_url`] and [`security_archive_url`].
+pub fn archive_url_for_suite(suite: &str) -> Result<String, ImageError> {
+    if suite.ends_with("-security") {
+        security_archive_url()
+    } else {
+        archive_url()
+    }
+}
+
+/// The archive that serves the pool path `filename`: the security archive keeps its
+/// packages under `pool/updates/`, the main archive under `pool/main/` (etc.).
+///
+/// Errors: as [`archive_url_for_suite`].
+pub fn archive_url_for_file(filename: &str) -> Result<String, ImageError> {
+    if filename.starts_with("pool/updates/") {
+        security_archive_url()
+    } else {
+        archive_url()
+    }
+}
+
 /// `URIs:` of deb822 stanzas whose `Types:` include `deb` and whose suites are not
 /// security suites.
 pub fn deb822_uris(text: &str) -> Vec<String> {
+    deb822_uris_where(text, false)
+}
+
+/// `URIs:` of `deb` stanzas whose suites are (`security`) or are not security suites.
+fn deb822_uris_where(text: &str, security: bool) -> Vec<String> {
     let mut out = Vec::new();
     for stanza in text.split("\n\n") {
         let field = |name: &str| stanza.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()));
         let types = field("Types:").unwrap_or_default();
         let suites = field("Suites:").unwrap_or_default();
-        if !types.split_whitespace().any(|t| t == "deb") || suites.contains("-security") {
+        if !types.split_whitespace().any(|t| t == "deb") || suites.contains("-security") != security {
             continue;
         }
         if let Some(uris) = field("URIs:") {
@@ -62,8 +139,13 @@ pub fn deb822_uris(text: &str) -> Vec<String> {
     out
 }
 
-/// URIs of one-line `deb URI SUITE …` entries (options in `[…]` skipped).
+/// URIs of one-line `deb URI SUITE …` entries (options in `[…]` skipped) of
+/// non-security suites.
 pub fn one_line_uris(text: &str) -> Vec<String> {
+    one_line_uris_where(text, false)
+}
+
+fn one_line_uris_where(text: &str, security: bool) -> Vec<String> {
     text.lines()
         .filter_map(|l| {
             let l = l.trim();
@@ -72,7 +154,7 @@ pub fn one_line_uris(text: &str) -> Vec<String> {
             let mut parts = rest.split_whitespace();
             let uri = parts.next()?;
             let suite = parts.next().unwrap_or_default();
-            (!suite.contains("-security")).then(|| uri.to_string())
+            (suite.contains("-security") == security).then(|| uri.to_string())
         })
         .collect()
 }
@@ -88,15 +170,28 @@ pub fn fetch_deb(
     size: u64,
     sha256: &str,
 ) -> Result<(PathBuf, CacheOutcome), ImageError> {
+    fetch_deb_held(cache, filename, size, sha256).map(|(p, o, _)| (p, o))
+}
+
+/// [`fetch_deb`], keeping the entry held (see [`super::cache::EntryHold`]) while the
+/// caller unpacks it.
+///
+/// Errors: as [`fetch_deb`].
+pub fn fetch_deb_held(
+    cache: &Cache,
+    filename: &str,
+    size: u64,
+    sha256: &str,
+) -> Result<(PathBuf, CacheOutcome, super::cache::EntryHold), ImageError> {
     let file_name = Path::new(filename)
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_else(|| "package.deb".into());
-    let (dir, outcome) = cache.get_or_build("debs", sha256, |tmp| {
-        let url = format!("{}/{filename}", archive_url()?);
+    let (dir, outcome, hold) = cache.get_or_build_held("debs", sha256, |tmp| {
+        let url = format!("{}/{filename}", archive_url_for_file(filename)?);
         download_verified(&url, &tmp.join(&file_name), size, sha256)
     })?;
-    Ok((dir.join(file_name), outcome))
+    Ok((dir.join(file_name), outcome, hold))
 }
 
 fn download_verified(url: &str, dest: &Path, size: u64, sha256: &str) -> Result<(), ImageError> {
@@ -138,6 +233,15 @@ mod tests {
     fn deb822_skips_security_and_other_types() {
         let text = "Types: deb\nURIs: http://a.example/debian\nSuites: bookworm bookworm-updates\n\nTypes: deb\nURIs: http://a.example/debian-security\nSuites: bookworm-security\n\nTypes: deb-src\nURIs: http://b.example/debian\nSuites: bookworm\n";
         assert_eq!(deb822_uris(text), vec!["http://a.example/debian".to_string()]);
+    }
+
+    #[test]
+    fn security_stanzas_are_found_apart() {
+        let text = "Types: deb\nURIs: http://a.example/debian\nSuites: bookworm\n\nTypes: deb\nURIs: http://a.example/debian-security\nSuites: bookworm-security\n";
+        assert_eq!(deb822_uris_where(text, true), vec!["http://a.example/debian-security".to_string()]);
+        let one =
+            "deb http://c.example/debian bookworm main\ndeb http://c.example/debian-security bookworm-security main\n";
+        assert_eq!(one_line_uris_where(one, true), vec!["http://c.example/debian-security".to_string()]);
     }
 
     #[test]

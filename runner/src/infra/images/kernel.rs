@@ -65,19 +65,53 @@ pub struct KernelArtifact {
     pub initramfs_modules: PathBuf,
     /// Cache key.
     pub key: String,
+    /// The shared lock that keeps `vmrepro images gc` from removing the entry while
+    /// this artefact (or a clone) exists.
+    #[serde(skip)]
+    pub hold: std::sync::Arc<super::cache::EntryHold>,
+}
+
+/// The cache key of a kernel's prepared entry (`kernel/<key>`), without building
+/// anything: a Debian kernel's from its package's SHA-256, a local kernel's from its
+/// image's bytes and its modules' names, sizes and times, a source-built one's from
+/// every input (see [`super::source::SourceKernel::key`]).
+///
+/// Errors: a local kernel image or module that can't be read.
+pub fn kernel_key(src: &KernelSource) -> Result<String, ImageError> {
+    match src {
+        KernelSource::Debian(k) => Ok(sha256_hex(format!("{KERNEL_FORMAT}\ndebian\n{}\n", k.sha256).as_bytes())),
+        KernelSource::Local { image, modules } => local_key(image, modules.as_deref()),
+        KernelSource::Source(sk) => sk.key(),
+    }
+}
+
+/// Every cache entry a kernel needs, as `(kind, key)`: the package it comes from
+/// (`debs/<sha256>`, Debian and source-built kernels) and its prepared entry.
+///
+/// Errors: as [`kernel_key`].
+pub fn cache_entries(src: &KernelSource) -> Result<Vec<(&'static str, String)>, ImageError> {
+    let mut out = Vec::new();
+    match src {
+        KernelSource::Debian(k) => out.push(("debs", k.sha256.clone())),
+        KernelSource::Source(sk) => out.push(("debs", sk.source.sha256.clone())),
+        KernelSource::Local { .. } => {}
+    }
+    out.push(("kernel", kernel_key(src)?));
+    Ok(out)
 }
 
 /// Returns the prepared kernel, fetching and building what the cache lacks.
 pub fn resolve_kernel(cache: &Cache, src: &KernelSource) -> Result<(KernelArtifact, CacheOutcome), ImageError> {
-    let (key, deb) = match src {
+    let key = kernel_key(src)?;
+    // The package stays held until the kernel is prepared from it.
+    let (deb, _deb_hold) = match src {
         KernelSource::Debian(k) => {
-            let (deb, _) = super::debian::fetch_deb(cache, &k.filename, k.size, &k.sha256)?;
-            (sha256_hex(format!("{KERNEL_FORMAT}\ndebian\n{}\n", k.sha256).as_bytes()), Some(deb))
+            let (deb, _, hold) = super::debian::fetch_deb_held(cache, &k.filename, k.size, &k.sha256)?;
+            (Some(deb), Some(hold))
         }
-        KernelSource::Local { image, modules } => (local_key(image, modules.as_deref())?, None),
-        KernelSource::Source(sk) => (sk.key()?, None),
+        _ => (None, None),
     };
-    let (dir, outcome) = cache.get_or_build("kernel", &key, |tmp| {
+    let (dir, outcome, hold) = cache.get_or_build_held("kernel", &key, |tmp| {
         if let KernelSource::Source(sk) = src {
             return sk.build(cache, tmp);
         }
@@ -105,6 +139,7 @@ pub fn resolve_kernel(cache: &Cache, src: &KernelSource) -> Result<(KernelArtifa
         initramfs_modules: dir.join("initramfs-modules.cpio"),
         dir,
         key,
+        hold: std::sync::Arc::new(hold),
     };
     Ok((art, outcome))
 }

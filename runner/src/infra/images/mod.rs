@@ -8,8 +8,11 @@
 
 pub mod cache;
 pub mod debian;
+pub mod gc;
+pub mod index;
 pub mod initramfs;
 pub mod kernel;
+pub mod repin;
 pub mod resolve;
 pub mod rootfs;
 pub mod source;
@@ -69,6 +72,10 @@ pub enum ImageError {
     /// A kernel package or tree doesn't have what we need.
     #[error("{0}")]
     Kernel(String),
+    /// A prerequisite of building as an ordinary user is missing (user namespaces,
+    /// subordinate ids); the message says how to fix it.
+    #[error(transparent)]
+    Host(#[from] crate::infra::host::Missing),
 }
 
 impl ImageError {
@@ -119,14 +126,15 @@ pub struct PinnedSource {
     pub sha256: String,
 }
 
+/// `images/kernels.yaml`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct KernelManifest {
-    #[allow(dead_code)]
-    pinned_on: String,
-    kernels: Vec<PinnedKernel>,
+pub(crate) struct KernelManifest {
+    /// The date of the last (re-)pinning, `YYYY-MM-DD`.
+    pub(crate) pinned_on: String,
+    pub(crate) kernels: Vec<PinnedKernel>,
     #[serde(default)]
-    sources: Vec<PinnedSource>,
+    pub(crate) sources: Vec<PinnedSource>,
 }
 
 /// A rootfs recipe (`images/rootfs/<name>.yaml`).

@@ -2,6 +2,10 @@
 //!
 //! mmdebstrap → overlay copied in → `mkfs.ext4 -d` (no mount, no loop device), plus the
 //! initramfs base archive (busybox from the same rootfs and `images/initramfs/init`).
+//! mmdebstrap writes a tarball and the image is made from it, so the same build works
+//! as root (`--mode=root`) and as an ordinary user (`--mode=unshare`, then the image
+//! is made in a user namespace mapping the rootfs's owners onto subordinate ids: see
+//! [`crate::infra::host`]).
 //! Cached under `rootfs/<sha256 of recipe, overlay files and init>`.
 
 use std::path::{Path, PathBuf};
@@ -12,7 +16,9 @@ use super::{run_tool, Cache, CacheOutcome, CancelFlag, Catalog, ImageError, Root
 use crate::infra::sha256_hex;
 
 /// Bumped when the way we build a rootfs changes, so old cache entries are not reused.
-const ROOTFS_FORMAT: &str = "vmrepro-rootfs-v1";
+/// v2: mmdebstrap writes a tarball, unpacked and turned into the image (as an
+/// ordinary user in a user namespace, see [`crate::infra::host`]).
+const ROOTFS_FORMAT: &str = "vmrepro-rootfs-v2";
 
 /// A built rootfs.
 #[derive(Debug, Clone)]
@@ -27,6 +33,9 @@ pub struct RootfsArtifact {
     pub initramfs_base: PathBuf,
     /// Cache key.
     pub key: String,
+    /// The shared lock that keeps `vmrepro images gc` from removing the entry while
+    /// this artefact (or a clone) exists.
+    pub hold: std::sync::Arc<super::cache::EntryHold>,
 }
 
 /// The cache key of a rootfs recipe: every input's bytes.
@@ -58,48 +67,104 @@ pub fn resolve_rootfs(
 ) -> Result<(RootfsArtifact, CacheOutcome), ImageError> {
     let key = rootfs_key(catalog, name)?;
     let (recipe, _) = &catalog.rootfs[name];
-    let (dir, outcome) = cache.get_or_build("rootfs", &key, |tmp| build(catalog, recipe, tmp, cache.cancel_flag()))?;
+    let (dir, outcome, hold) =
+        cache.get_or_build_held("rootfs", &key, |tmp| build(catalog, recipe, tmp, cache.cancel_flag()))?;
     let art = RootfsArtifact {
         name: name.to_string(),
         image: dir.join("rootfs.ext4"),
         initramfs_base: dir.join("initramfs-base.cpio"),
         dir,
         key,
+        hold: std::sync::Arc::new(hold),
     };
     Ok((art, outcome))
 }
 
+/// Turns mmdebstrap's tarball into the ext4 image, run by `sh`: as root, or, for an
+/// ordinary user, as root of a user namespace that maps root to the user and every
+/// other id the rootfs uses onto the user's subordinate ids (so the tarball's owners
+/// are kept, the build folder is writable, and the staging folder can be removed;
+/// `mmdebstrap --unshare-helper` maps root to a subordinate id, which can't write into
+/// the user's folders). Unpacks
+/// the tarball without `/dev` (device nodes can't be made there; the guest's `/dev`
+/// is a devtmpfs anyway), copies the overlay on top, copies busybox out for the
+/// initramfs, and makes the image with `mkfs.ext4 -d`. Paths come in the environment,
+/// so nothing is quoted.
+const TAR_TO_EXT4: &str = r#"set -eu
+stage="$VMREPRO_OUT/stage"
+mkdir "$stage"
+trap 'rm -rf "$stage"' EXIT
+tar -C "$stage" --numeric-owner --exclude='./dev/*' -xpf "$VMREPRO_TAR"
+cd "$VMREPRO_OVERLAY"
+# File by file, through the rootfs's own (relative) /sbin -> usr/sbin symlinks.
+find . -type d -exec mkdir -p "$stage/{}" \;
+find . -type f -exec cp --preserve=mode {} "$stage/{}" \;
+mkdir -p "$stage/usr/lib/modules"
+cp "$stage/usr/bin/busybox" "$VMREPRO_OUT/busybox"
+mkfs.ext4 -q -F -L vmrepro-root -E root_owner=0:0 -d "$stage" "$VMREPRO_IMAGE"
+"#;
+
 fn build(catalog: &Catalog, recipe: &RootfsRecipe, out: &Path, cancel: &CancelFlag) -> Result<(), ImageError> {
     let mirror = super::debian::archive_url()?;
-    let root = out.join("root");
+    // As root, mmdebstrap chroots; as an ordinary user it works in a user namespace
+    // that maps the rootfs's users onto our subordinate ids (checked first, so a
+    // missing setup is one message that says what to do, not mmdebstrap's).
+    let rootless = !crate::infra::host::is_root();
+    let subids = if rootless {
+        crate::infra::host::check_userns()?;
+        crate::infra::host::check_subids()?
+    } else {
+        None
+    };
+    let tar = out.join("root.tar");
+    let log = out.join("mmdebstrap.log");
     let mut mm = Command::new("mmdebstrap");
     mm.arg(format!("--variant={}", recipe.variant))
         .arg(format!("--include={}", recipe.packages.join(",")))
-        .arg("--mode=auto")
+        .arg(if rootless { "--mode=unshare" } else { "--mode=root" })
         .arg(&recipe.distribution)
-        .arg(&root)
+        .arg(&tar)
         .arg(format!("deb {mirror} {} main", recipe.distribution));
     for suite in &recipe.extra_suites {
         mm.arg(format!("deb {mirror} {suite} main"));
     }
-    run_tool(&mut mm, "mmdebstrap", Some(&out.join("mmdebstrap.log")), cancel)?;
+    run_tool(&mut mm, "mmdebstrap", Some(&log), cancel)?;
 
+    let image = out.join("rootfs.ext4");
+    let f = std::fs::File::create(&image).map_err(ImageError::io("creating image", &image))?;
+    f.set_len(recipe.size_mib * 1024 * 1024).map_err(ImageError::io("sizing image", &image))?;
+    drop(f);
+    let script = out.join("tar-to-ext4.sh");
+    std::fs::write(&script, TAR_TO_EXT4).map_err(ImageError::io("writing", &script))?;
     let overlay = catalog.dir.join("rootfs").join(&recipe.overlay);
-    for f in walk_files(&overlay)? {
-        let rel = f.strip_prefix(&overlay).unwrap_or(&f);
-        let dest = root.join(rel);
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).map_err(ImageError::io("creating overlay folder", parent))?;
+    let overlay = std::fs::canonicalize(&overlay).map_err(ImageError::io("finding the rootfs overlay", &overlay))?;
+    let mut helper = match subids {
+        // Root 0 → us; 1..65535 → our subordinate ids (util-linux >= 2.38, newuidmap).
+        Some((uid, gid)) => {
+            let mut u = Command::new("unshare");
+            u.args(["--user", "--map-root-user"])
+                .arg(format!("--map-users={uid},1,{}", crate::infra::host::SUBID_COUNT - 1))
+                .arg(format!("--map-groups={gid},1,{}", crate::infra::host::SUBID_COUNT - 1))
+                .arg("sh");
+            u
         }
-        std::fs::copy(&f, &dest).map_err(ImageError::io("copying overlay file", &dest))?;
+        None => Command::new("sh"),
+    };
+    helper
+        .arg(&script)
+        .env("VMREPRO_TAR", &tar)
+        .env("VMREPRO_OVERLAY", &overlay)
+        .env("VMREPRO_OUT", out)
+        .env("VMREPRO_IMAGE", &image);
+    run_tool(&mut helper, "rootfs tarball → ext4 image", Some(&log), cancel)?;
+    for f in [&script, &tar] {
+        std::fs::remove_file(f).map_err(ImageError::io("removing", f))?;
     }
-    // The guests' modules disk is mounted here by the initramfs.
-    std::fs::create_dir_all(root.join("usr/lib/modules"))
-        .map_err(ImageError::io("creating modules mount point", &root))?;
 
-    let busybox_path = root.join("usr/bin/busybox");
+    let busybox_path = out.join("busybox");
     let busybox = std::fs::read(&busybox_path)
         .map_err(ImageError::io("reading busybox from the rootfs (is busybox-static in the recipe?)", &busybox_path))?;
+    std::fs::remove_file(&busybox_path).map_err(ImageError::io("removing", &busybox_path))?;
     let init_path = catalog.dir.join("initramfs/init");
     let init = std::fs::read(&init_path).map_err(ImageError::io("reading initramfs init", &init_path))?;
     let members = vec![
@@ -115,10 +180,6 @@ fn build(catalog: &Catalog, recipe: &RootfsRecipe, out: &Path, cancel: &CancelFl
     ];
     let cpio = out.join("initramfs-base.cpio");
     write_archive(&cpio, &members).map_err(ImageError::io("writing initramfs", &cpio))?;
-
-    let image = out.join("rootfs.ext4");
-    make_ext4(&root, &image, recipe.size_mib, "vmrepro-root", cancel)?;
-    std::fs::remove_dir_all(&root).map_err(ImageError::io("removing rootfs staging folder", &root))?;
     Ok(())
 }
 

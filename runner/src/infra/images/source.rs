@@ -80,7 +80,9 @@ impl SourceKernel {
     /// Builds the kernel into `out` (an empty folder): `vmlinuz`, `release`, `config`,
     /// `build.log`, `initramfs-modules.cpio` (empty module list).
     pub fn build(&self, cache: &Cache, out: &Path) -> Result<(), ImageError> {
-        let (deb, _) = super::debian::fetch_deb(cache, &self.source.filename, self.source.size, &self.source.sha256)?;
+        // Held until the build ends, so that gc doesn't remove the package meanwhile.
+        let (deb, _, _deb_hold) =
+            super::debian::fetch_deb_held(cache, &self.source.filename, self.source.size, &self.source.sha256)?;
         let stage = out.join("src");
         run_tool(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&stage), "dpkg-deb -x", None, cache.cancel_flag())?;
         let usr_src = stage.join("usr/src");

@@ -79,7 +79,10 @@ fn host_identity() -> String {
 pub async fn probe(kernel: &Path) -> AccelChoice {
     let tcg = |why: String| AccelChoice { accel: Accelerator::Tcg, fallback_reason: Some(why) };
     if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
-        return tcg(format!("/dev/kvm: {e}"));
+        return tcg(match crate::infra::host::kvm_hint(&e) {
+            Some(fix) => format!("/dev/kvm: {e}; to use KVM, {fix}"),
+            None => format!("/dev/kvm: {e}"),
+        });
     }
     let dir = match tempfile::Builder::new()
         .prefix("vmrepro-kvm-probe-")

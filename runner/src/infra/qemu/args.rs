@@ -44,6 +44,9 @@ pub struct QemuConfig {
     pub qga_socket: PathBuf,
     /// Serial console log file.
     pub console_log: PathBuf,
+    /// Unix socket of the second serial port, `ttyS1` in the guest, where a root
+    /// shell waits for `vmrepro shell` (`/sbin/vmrepro-shell`).
+    pub shell_socket: PathBuf,
 }
 
 /// The argument vector (without the program name).
@@ -73,6 +76,10 @@ pub fn qemu_args(c: &QemuConfig) -> Vec<String> {
     push(&["-device", "virtio-serial-pci", "-device", "virtserialport,chardev=qga,name=org.qemu.guest_agent.0"]);
     push(&["-chardev", &format!("file,id=console,path={}", p(&c.console_log))]);
     push(&["-serial", "chardev:console"]);
+    // Second port: ttyS1 (8250, built into every kernel we boot), nothing until a
+    // client connects.
+    push(&["-chardev", &format!("socket,id=shell,path={},server=on,wait=off", p(&c.shell_socket))]);
+    push(&["-serial", "chardev:shell"]);
     a
 }
 

@@ -155,6 +155,26 @@ impl Vm {
         self.pgid
     }
 
+    /// Whether QEMU has exited (checked now, without waiting).
+    pub fn has_exited(&mut self) -> bool {
+        if self.exit.is_none() {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                self.exit = Some(st);
+            }
+        }
+        self.exit.is_some()
+    }
+
+    /// Waits until QEMU exits (for a kept VM: the guest powered off, or QEMU was
+    /// killed). Unbounded on purpose: the caller races it against its own ends.
+    pub async fn wait_exit(&mut self) {
+        if self.exit.is_none() {
+            if let Ok(st) = self.child.wait().await {
+                self.exit = Some(st);
+            }
+        }
+    }
+
     /// Errors with [`VmError::Exited`] if QEMU has exited.
     fn check_alive(&mut self, during: &str) -> Result<(), VmError> {
         if self.exit.is_none() {

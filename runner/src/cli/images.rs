@@ -1,0 +1,283 @@
+//! `vmrepro images list|gc|repin`: rendering and exit codes over
+//! [`crate::infra::images::gc`] and [`crate::infra::images::repin`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::exit;
+use crate::infra::images::gc::{self, GcPolicy, Outcome, Reason, Usage};
+use crate::infra::images::index::{fetch_packages, parse_packages};
+use crate::infra::images::repin::{self, Decision, PinFields};
+use crate::infra::images::{debian, Cache, Catalog};
+
+/// The catalog for `images` (or found from the current folder), or the exit code.
+fn catalog(images: Option<&Path>) -> Result<Catalog, i32> {
+    Catalog::locate(images, Path::new(".")).and_then(|d| Catalog::load(&d)).map_err(|e| {
+        eprintln!("error: {e}");
+        exit::CONFIG_ERROR
+    })
+}
+
+/// The suite folders to consider: `given`, else `suites/` here, else the one beside
+/// the images folder. Errors (exit code) when a given folder doesn't exist.
+fn suite_dirs(given: &[PathBuf], catalog: &Catalog) -> Result<Vec<PathBuf>, i32> {
+    if !given.is_empty() {
+        if let Some(d) = given.iter().find(|d| !d.is_dir()) {
+            eprintln!("error: {}: no such folder of suites", d.display());
+            return Err(exit::CONFIG_ERROR);
+        }
+        return Ok(given.to_vec());
+    }
+    let beside = catalog.dir.join("../suites");
+    Ok([PathBuf::from("suites"), beside].into_iter().filter(|d| d.is_dir()).take(1).collect())
+}
+
+fn usage_of(catalog: &Catalog, dirs: &[PathBuf]) -> Result<Usage, i32> {
+    let files = gc::suite_files(dirs).map_err(|e| {
+        eprintln!("error: {e}");
+        exit::CONFIG_ERROR
+    })?;
+    Ok(gc::scan(catalog, &files))
+}
+
+fn users(usage: &Usage, id: &gc::EntryId) -> String {
+    let mut parts = Vec::new();
+    if let Some(s) = usage.suites.get(id).filter(|s| !s.is_empty()) {
+        let names: Vec<&str> = s.iter().map(String::as_str).collect();
+        parts.push(format!("{} {}", if names.len() == 1 { "suite" } else { "suites" }, names.join(", ")));
+    }
+    if let Some(p) = usage.pins.get(id).filter(|p| !p.is_empty()) {
+        let names: Vec<&str> = p.iter().map(String::as_str).collect();
+        parts.push(format!("{} {}", if names.len() == 1 { "pin" } else { "pins" }, names.join(", ")));
+    }
+    if parts.is_empty() {
+        "nothing".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// `vmrepro images list [FOLDER…]`.
+pub(super) fn list(images: Option<&Path>, cache: &Cache, folders: &[PathBuf]) -> i32 {
+    let catalog = match catalog(images) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    println!("recipes in {}:", catalog.dir.display());
+    for k in &catalog.kernels {
+        println!("  kernel debian {:<5} {:<12} {} {}", k.series, k.flavour, k.package, k.version);
+    }
+    for r in catalog.rootfs.keys() {
+        println!("  rootfs {r}");
+    }
+    for p in catalog.profiles.keys() {
+        println!("  profile {p}");
+    }
+    let dirs = match suite_dirs(folders, &catalog) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let usage = match usage_of(&catalog, &dirs) {
+        Ok(u) => u,
+        Err(code) => return code,
+    };
+    let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    println!(
+        "cache {} (users: {} suite file(s) in {}):",
+        cache.root().display(),
+        usage.suite_files.len(),
+        if shown.is_empty() { "no suite folder".to_string() } else { shown.join(", ") }
+    );
+    let entries = gc::entries(cache, &usage);
+    let mut total = 0;
+    for e in &entries {
+        total += e.disk_bytes;
+        let busy = if gc::is_busy(cache, &e.id) { "  [held by a running suite or build]" } else { "" };
+        println!(
+            "  {:<6} {:<16}  {:>9}  {:>4}  {}{busy}",
+            e.id.0,
+            &e.id.1[..16.min(e.id.1.len())],
+            gc::megabytes(e.disk_bytes),
+            gc::short_age(e.age),
+            e.what
+        );
+        println!("  {:<6} {:<16}  used by {}", "", "", users(&usage, &e.id));
+    }
+    let ccache = cache.root().join("ccache");
+    if ccache.is_dir() {
+        let b = gc::disk_usage(&ccache);
+        total += b;
+        println!(
+            "  ccache (compiler cache of source-built kernels, capped at 5 GB; `gc` leaves it): {}",
+            gc::megabytes(b)
+        );
+    }
+    println!("  total {} in {} entries", gc::megabytes(total), entries.len());
+    for p in &usage.problems {
+        eprintln!("warning: {p}");
+    }
+    exit::SUCCESS
+}
+
+/// `vmrepro images gc [FOLDER…] [--older-than AGE] [--dry-run]`.
+pub(super) fn gc(images: Option<&Path>, cache: &Cache, folders: &[PathBuf], policy: &GcPolicy) -> i32 {
+    let catalog = match catalog(images) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let dirs = match suite_dirs(folders, &catalog) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    if dirs.is_empty() {
+        eprintln!(
+            "error: no suite folder here (suites/) nor beside {}: name the folders whose suites' images to keep",
+            catalog.dir.display()
+        );
+        return exit::CONFIG_ERROR;
+    }
+    let usage = match usage_of(&catalog, &dirs) {
+        Ok(u) => u,
+        Err(code) => return code,
+    };
+    if !usage.problems.is_empty() {
+        eprintln!("error: cannot tell what every suite needs, so nothing was removed:");
+        for p in &usage.problems {
+            eprintln!("  {p}");
+        }
+        return exit::CONFIG_ERROR;
+    }
+    let items = gc::gc(cache, &usage, policy);
+    let (mut freed, mut busy, mut failed) = (0u64, 0, 0);
+    let verb = if policy.dry_run { "would remove" } else { "removed" };
+    for i in &items {
+        let why = match i.reason {
+            Reason::Unused => "no suite uses it".to_string(),
+            Reason::Old => format!("built {} ago, used by {}", gc::short_age(i.entry.age), users(&usage, &i.entry.id)),
+        };
+        let id = format!("{}/{}", i.entry.id.0, &i.entry.id.1[..16.min(i.entry.id.1.len())]);
+        match &i.outcome {
+            Outcome::Removed => {
+                freed += i.entry.disk_bytes;
+                println!("{verb} {id} ({}, {}): {why}", i.entry.what, gc::megabytes(i.entry.disk_bytes));
+            }
+            Outcome::Busy => {
+                busy += 1;
+                println!("kept {id} ({}): {why}, but a running suite holds it (or it is being built)", i.entry.what);
+            }
+            Outcome::Failed(e) => {
+                failed += 1;
+                eprintln!("error: {id} ({}): {e}", i.entry.what);
+            }
+        }
+    }
+    println!(
+        "{}: {verb} {}, {busy} held and kept{}",
+        if policy.dry_run { "dry run" } else { "done" },
+        gc::megabytes(freed),
+        if failed > 0 { format!(", {failed} failed") } else { String::new() }
+    );
+    if failed > 0 {
+        exit::INFRASTRUCTURE
+    } else {
+        exit::SUCCESS
+    }
+}
+
+/// `vmrepro images repin [--dry-run] [--stale-only]`.
+pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i32 {
+    let catalog = match catalog(images) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let manifest = catalog.dir.join("kernels.yaml");
+    let mut wanted: Vec<String> = Vec::new();
+    for s in catalog.kernels.iter().map(|k| &k.suite).chain(catalog.sources.iter().map(|s| &s.suite)) {
+        for c in repin::candidate_suites(s) {
+            if !wanted.contains(&c) {
+                wanted.push(c);
+            }
+        }
+    }
+    let own: Vec<&String> =
+        catalog.kernels.iter().map(|k| &k.suite).chain(catalog.sources.iter().map(|s| &s.suite)).collect();
+    let mut indexes = BTreeMap::new();
+    for suite in &wanted {
+        let fetched = debian::archive_url_for_suite(suite).and_then(|url| {
+            let text = fetch_packages(&url, suite)?;
+            Ok((url, text))
+        });
+        match fetched {
+            Ok((url, text)) => {
+                let entries =
+                    parse_packages(&text, suite, &|p| p.starts_with("linux-image-") || p.starts_with("linux-source-"));
+                eprintln!("read the index of {suite} from {url}: {} kernel packages", entries.len());
+                indexes.insert(suite.clone(), entries);
+            }
+            // A pin's own suite must be readable; the extra security suite may not exist.
+            Err(e) if own.contains(&suite) => {
+                eprintln!("error: {e}");
+                return exit::INFRASTRUCTURE;
+            }
+            Err(e) => eprintln!("note: skipping {suite}: {e}"),
+        }
+    }
+    let reports = repin::plan(&catalog.kernels, &catalog.sources, &indexes, stale_only);
+    let show = |f: &PinFields| format!("{} {} ({})", f.package, f.version, f.suite);
+    let mut changes = Vec::new();
+    let mut missing = 0;
+    for r in &reports {
+        let gone = if r.present { "" } else { " [the pinned file is no longer in the archive]" };
+        match &r.decision {
+            Decision::Unchanged => println!("{}: {}: unchanged", r.pin, show(&r.old)),
+            Decision::Repin(new) => {
+                println!("{}: {} → {}{gone}", r.pin, show(&r.old), show(new));
+                changes.push((r.pin.clone(), new.clone()));
+            }
+            Decision::NotFound => {
+                missing += 1;
+                println!(
+                    "{}: {}: nothing of its kind in {}; left as is{gone}",
+                    r.pin,
+                    show(&r.old),
+                    r.searched.join(", ")
+                );
+            }
+        }
+    }
+    if changes.is_empty() {
+        println!("{} is up to date", manifest.display());
+    } else if dry_run {
+        println!("dry run: {} not written", manifest.display());
+    } else {
+        let text = match std::fs::read_to_string(&manifest) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: reading {}: {e}", manifest.display());
+                return exit::CONFIG_ERROR;
+            }
+        };
+        let today = repin::today();
+        let new_text = match repin::rewrite_manifest(&manifest, &text, &changes, &today) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::CONFIG_ERROR;
+            }
+        };
+        let tmp = manifest.with_extension("yaml.tmp");
+        if let Err(e) = std::fs::write(&tmp, new_text).and_then(|()| std::fs::rename(&tmp, &manifest)) {
+            eprintln!("error: writing {}: {e}", manifest.display());
+            return exit::INFRASTRUCTURE;
+        }
+        println!("wrote {} ({} pin(s) changed, pinned_on: {today})", manifest.display(), changes.len());
+        println!(
+            "next: `cargo test` shows the suites whose snapshots change with these kernels; review them with `cargo insta review`"
+        );
+    }
+    if missing > 0 {
+        exit::INFRASTRUCTURE
+    } else {
+        exit::SUCCESS
+    }
+}
