@@ -197,7 +197,7 @@ pub fn main() -> i32 {
 
 /// Loads, validates and compiles the suite at `path`; prints the error and returns
 /// [`exit::CONFIG_ERROR`] when it can't.
-fn load_or_exit(path: &Path, images: Option<&Path>) -> Result<(crate::suite::plan::Plan, Catalog), i32> {
+fn load_or_exit(path: &Path, images: Option<&Path>) -> Result<(crate::plan::Plan, Catalog), i32> {
     crate::suite::load(path, images).map_err(|e| {
         eprintln!("{e}");
         exit::CONFIG_ERROR

@@ -498,7 +498,8 @@ fn guests_reach_only_their_bridge_and_the_runner_opens_no_port() {
     let ours_on_host: Vec<&Listener> = new_host.iter().filter(|l| all_ours.contains(&l.inode)).collect();
     assert!(ours_on_host.is_empty(), "new listening sockets on the host are ours: {ours_on_host:?}");
 
-    // QMP and QGA sockets are in a 0700 folder of ours, inside the run's 0700 temp folder.
+    // QMP, QGA and shell (the second serial port, `vmrepro shell`) sockets are in a 0700
+    // folder of ours, inside the run's 0700 temp folder.
     let uid = nix::unistd::geteuid().as_raw();
     for q in &qemus {
         let sockets: Vec<PathBuf> = q
@@ -507,7 +508,7 @@ fn guests_reach_only_their_bridge_and_the_runner_opens_no_port() {
             .filter(|a| a.starts_with("socket,"))
             .filter_map(|a| a.split(',').find_map(|kv| kv.strip_prefix("path=")).map(PathBuf::from))
             .collect();
-        assert_eq!(sockets.len(), 2, "QMP and QGA sockets in {}", q.cmdline);
+        assert_eq!(sockets.len(), 3, "QMP, QGA and shell sockets in {}", q.cmdline);
         for s in &sockets {
             assert!(s.starts_with(&sb.tmp), "socket {} is in the run's temp folder", s.display());
             let vm_dir = s.parent().unwrap();

@@ -137,7 +137,8 @@ fn a_kept_vm_can_be_shelled_into_its_entries_survive_gc_and_stop_leaves_nothing(
     let suite = suite_dir.join("keep-on-failure.yaml");
     // The catalog, so that entries of this suite can be told from the others.
     let catalog = vmrepro::infra::images::Catalog::load(&repo_root().join("images")).unwrap();
-    let usage = vmrepro::infra::images::gc::scan(&catalog, std::slice::from_ref(&suite));
+    let (suites, problems) = vmrepro::suite::images_of(std::slice::from_ref(&suite), &catalog.dir);
+    let usage = vmrepro::infra::images::gc::scan(&catalog, &suites, problems);
     let used: Vec<(String, String)> = usage.suites.keys().cloned().collect();
     assert_eq!(used.len(), 3, "the suite needs a rootfs, a kernel and its package: {used:?}");
 

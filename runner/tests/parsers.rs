@@ -16,9 +16,10 @@
 use serde::Serialize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use vmrepro::measure::observer::{derived_metrics, Observation, ObserverKind};
+use vmrepro::measure::observer::{derived_metrics, Observation};
 use vmrepro::measure::stats::delta;
 use vmrepro::parse::{bashtime, gnutime, netstat, nfsstat, procnet, procrpcnfs, ParseError};
+use vmrepro::plan::measurement::ObserverKind;
 
 /// Bytes read by the measured command in the bug report (`cat` of the test file).
 const BYTES_READ: u64 = 100_000_000;

@@ -23,7 +23,7 @@ fn every_suite_compiles_into_its_plan() {
         .collect();
     files.sort();
     for path in files {
-        let file = vmrepro::suite::spec::load_suite(&path).unwrap_or_else(|e| panic!("{e}"));
+        let file = vmrepro::spec::load_suite(&path).unwrap_or_else(|e| panic!("{e}"));
         let plan = vmrepro::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"));
         // Every measured VM gets one iteration step per repeat (and warm-up).
         for m in &plan.measurements {
@@ -32,7 +32,7 @@ fn every_suite_compiles_into_its_plan() {
                 let steps = vm
                     .steps
                     .iter()
-                    .filter(|s| matches!(&s.kind, vmrepro::suite::plan::StepKind::Measure { measurement, .. } if *measurement == m.name))
+                    .filter(|s| matches!(&s.kind, vmrepro::plan::StepKind::Measure { measurement, .. } if *measurement == m.name))
                     .count();
                 assert_eq!(steps as u32, m.repeat + m.warmup, "{}: {} on {}", plan.suite, m.name, mv.vm);
                 assert_eq!(m.iterations.iter().filter(|i| i.vm == mv.vm).count(), steps);

@@ -18,7 +18,7 @@ fn run_suite(path: &Path) -> datatest_stable::Result<()> {
     let root = support::repo_root();
     let _lock = support::vm_lock();
 
-    let file = vmrepro::suite::spec::load_suite(path)?;
+    let file = vmrepro::spec::load_suite(path)?;
     let catalog = Catalog::load(&root.join("images"))?;
     let plan = vmrepro::suite::compile(&file, &catalog)?;
     let opts = RunOptions {

@@ -37,7 +37,8 @@ fn usage_of(catalog: &Catalog, dirs: &[PathBuf]) -> Result<Usage, i32> {
         eprintln!("error: {e}");
         exit::CONFIG_ERROR
     })?;
-    Ok(gc::scan(catalog, &files))
+    let (suites, problems) = crate::suite::images_of(&files, &catalog.dir);
+    Ok(gc::scan(catalog, &suites, problems))
 }
 
 fn users(usage: &Usage, id: &gc::EntryId) -> String {

@@ -21,12 +21,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::observer::{derived_metrics, Observation, ObserverKind, RemoteObserver};
-use super::plan::{Bytes, Expect, Iteration, MeasurementPlan};
+use super::observer::{derived_metrics, Observation};
 use super::script::{Section, Sections, EXIT_SETUP_FAILED, EXIT_TEARDOWN_FAILED};
-use super::spec::Better;
 use super::stats::{compare, delta, summarize, Comparison, Summary};
 use crate::parse::gnutime;
+use crate::plan::measurement::{Better, Bytes, Expect, Iteration, MeasurementPlan, ObserverKind, RemoteObserver};
 use crate::run::record::{RunRecord, StepStatus};
 use crate::run::RunError;
 

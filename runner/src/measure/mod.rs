@@ -14,19 +14,19 @@
 //! steps plus a [`plan::MeasurementPlan`].
 
 pub mod analysis;
+pub mod expand;
 pub mod observer;
-pub mod plan;
 pub mod script;
-pub mod spec;
 pub mod stats;
 
-use observer::{Observer, RemoteObserver};
-use plan::{Bytes, Check, Expect, MeasuredVm, MeasurementPlan, Metric, SnapshotPolicy};
-use script::{Commands, Record};
-use spec::{Better, MeasureSpec, ObserverSpec};
+use crate::plan::measurement::{
+    Better, Bytes, Check, Commands, Expect, MeasuredVm, MeasurementPlan, Metric, Observer, Record, RemoteObserver,
+    SnapshotPolicy,
+};
+use crate::spec::measure::{MeasureSpec, ObserverSpec};
 
-use crate::suite::plan::{names, Dependency, DEFAULT_REPEAT};
-use crate::suite::spec::SuiteSpec;
+use crate::plan::{names, Dependency, DEFAULT_REPEAT};
+use crate::spec::SuiteSpec;
 
 /// The metric a verdict uses by default.
 pub const DEFAULT_METRIC: &str = "elapsed_s";

@@ -31,44 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use super::stats::Counters;
 use crate::parse::{mountstats, netstat, nfsstat, NetstatS, Nfsstat, ParseError};
-
-/// A local observer: read in the measured VM before and after every iteration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Observer {
-    /// `netstat -s`.
-    Netstat,
-    /// `nfsstat` (client and server RPC and per-procedure counts).
-    Nfsstat,
-    /// `/proc/self/mountstats` for the NFS mount on `mount`: the listed operations'
-    /// RPC statistics (every operation when `ops` is empty).
-    Mountstats {
-        /// Mount point (absolute path).
-        mount: String,
-        /// Operation names as the kernel prints them (`READ`, `WRITE`, `COMMIT`, …).
-        ops: Vec<String>,
-    },
-    /// Raw `/proc/net/snmp` and `/proc/net/netstat`.
-    ProcNet,
-    /// Raw `/proc/net/rpc/nfs`.
-    ProcRpcNfs,
-}
-
-/// The kind of an [`Observer`] (one observer per kind in a measurement).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ObserverKind {
-    /// `netstat -s`.
-    Netstat,
-    /// `nfsstat`.
-    Nfsstat,
-    /// `/proc/self/mountstats`.
-    Mountstats,
-    /// Raw `/proc/net/snmp` + `/proc/net/netstat`.
-    ProcNet,
-    /// Raw `/proc/net/rpc/nfs`.
-    ProcRpcNfs,
-}
+use crate::plan::measurement::{Observer, ObserverKind, RemoteObserver};
 
 impl ObserverKind {
     /// Every kind, in script order.
@@ -380,21 +343,6 @@ impl DerivedMetric {
 /// Every derived metric name of `kinds`, with its definition.
 pub fn derived_metrics(kinds: impl IntoIterator<Item = ObserverKind>) -> BTreeMap<&'static str, DerivedMetric> {
     kinds.into_iter().flat_map(|k| k.derived().iter().map(|d| (d.name, *d))).collect()
-}
-
-/// A remote observer: read in *another* VM than the measured one around every iteration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RemoteObserver {
-    /// The netem qdisc on VM `vm`'s `eth0` (`net.egress` of that VM): packets sent and
-    /// dropped during each iteration, from `tc -s qdisc show`. When the netem is
-    /// seeded, the observation before each iteration also reseeds it.
-    Netem {
-        /// The VM carrying the netem.
-        vm: String,
-        /// Whether it is seeded (and so reseeded before every iteration).
-        seeded: bool,
-    },
 }
 
 impl RemoteObserver {

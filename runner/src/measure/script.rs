@@ -23,10 +23,8 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::observer::{Observer, ObserverKind};
-use crate::suite::plan::shell_quote;
+use crate::plan::measurement::{Commands, Observer, ObserverKind, Record, When};
+use crate::plan::shell_quote;
 
 /// Marker line the measurement script prints before each section of its output.
 pub const SECTION_MARKER: &str = "### vmrepro section: ";
@@ -85,39 +83,6 @@ impl Section<'_> {
             Section::Record(name) => (*name).into(),
         }
     }
-}
-
-/// When a record's command runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum When {
-    /// After `setup`, before the observers and `run`.
-    Before,
-    /// After `run` and the observers.
-    #[default]
-    After,
-}
-
-/// A named command whose output is kept as a section of every iteration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
-    /// Section name.
-    pub name: String,
-    /// Shell command (run with `sh -c`; stdout and stderr kept).
-    pub command: String,
-    /// When it runs.
-    pub when: When,
-}
-
-/// The commands of one measured VM's iterations.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Commands {
-    /// Run before each iteration (e.g. mount, drop caches).
-    pub setup: Option<String>,
-    /// The timed workload.
-    pub run: String,
-    /// Run after each iteration (e.g. unmount).
-    pub teardown: Option<String>,
 }
 
 /// The guest script of one iteration (see the module docs).

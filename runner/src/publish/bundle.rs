@@ -39,11 +39,11 @@ use super::redact::{Identity, Redactor};
 use crate::infra::images::kernel::KernelSource;
 use crate::infra::images::rootfs::walk_files;
 use crate::infra::images::{Cache, Catalog, ImageError};
+use crate::plan::{Plan, StepKind};
 use crate::report::published;
 use crate::run::environment::{self, file_sha256, ToolInfo};
 use crate::run::record::{read_json, RunRecord};
 use crate::run::RUN_FILE;
-use crate::suite::plan::{Plan, StepKind};
 
 /// Bundle format version.
 pub const BUNDLE_SCHEMA: u32 = 1;

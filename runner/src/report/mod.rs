@@ -17,7 +17,7 @@ pub mod snapshot;
 use std::fmt::Write as _;
 
 use crate::measure::analysis::{metric_value, MeasurementResult, Outcome, VmResult, OUTCOME_METRIC};
-use crate::measure::plan::MeasurementPlan;
+use crate::plan::measurement::MeasurementPlan;
 use crate::run::{RunRecord, StepStatus};
 use crate::scenarios::nfs_read;
 use results::Analysis;
@@ -66,8 +66,8 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
     }
     let mut t = String::new();
     let better = match p.metric.better {
-        crate::measure::spec::Better::Lower => "lower",
-        crate::measure::spec::Better::Higher => "higher",
+        crate::spec::measure::Better::Lower => "lower",
+        crate::spec::measure::Better::Higher => "higher",
     };
     let _ = writeln!(t, "measurement {}: {} ({better} is better)", m.name, m.metric);
     let show_elapsed = m.metric != "elapsed_s";

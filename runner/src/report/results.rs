@@ -43,10 +43,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::measure::analysis::{self, MeasurementResult};
-use crate::measure::plan::MeasurementPlan;
+use crate::plan::measurement::MeasurementPlan;
+use crate::plan::nfs_read::NfsPlan;
 use crate::run::record::{read_json, write_json, RunRecord, StepRecord};
 use crate::run::{RunError, PLAN_FILE, RUN_FILE};
-use crate::scenarios::nfs_read::{self, NfsPlan};
+use crate::scenarios::nfs_read;
 
 /// `results.json`'s schema version.
 pub const RESULTS_SCHEMA: u32 = 2;

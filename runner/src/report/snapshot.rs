@@ -17,12 +17,12 @@ use serde::Serialize;
 
 use super::results::Analysis;
 use crate::measure::analysis::{IterationResult, MeasurementResult, OUTCOME_METRIC};
-use crate::measure::plan::MeasurementPlan;
 use crate::measure::script::Section;
 use crate::measure::stats::{Comparison, Verdict};
+use crate::plan::measurement::MeasurementPlan;
 use crate::run::RunError;
 use crate::scenarios::nfs_read::results::NfsResults;
-use crate::suite::spec::SnapshotVerdicts;
+use crate::spec::SnapshotVerdicts;
 
 /// The normalised view of a run.
 #[derive(Debug, Serialize)]

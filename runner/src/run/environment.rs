@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::infra::images::kernel::KernelSource;
 use crate::infra::images::{Cache, Catalog, KernelArtifact, RootfsArtifact};
-use crate::suite::plan::Plan;
+use crate::plan::Plan;
 
 /// Name of the environment record in a run folder.
 pub const ENVIRONMENT_FILE: &str = "environment.json";

@@ -28,8 +28,8 @@ use crate::infra::net::{Namespace, NetError};
 use crate::infra::qemu::accel::{probe_cached, AccelChoice};
 use crate::infra::qemu::args::Accelerator;
 use crate::infra::qemu::vm::{Vm, VmError};
-use crate::suite::plan::{Plan, StepKind};
-use crate::suite::spec::Accel;
+use crate::plan::{Plan, StepKind};
+use crate::spec::Accel;
 
 pub use keep::Keep;
 use record::{write_json, NamespaceRecord, Timings, RUN_SCHEMA};

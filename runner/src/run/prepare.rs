@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::infra::images::{KernelArtifact, RootfsArtifact};
 use crate::infra::net::mac_for;
 use crate::infra::qemu::args::{kernel_cmdline, qemu_args, shell_line, Accelerator, QemuConfig};
-use crate::suite::plan::{Plan, VmPlan};
+use crate::plan::{Plan, VmPlan};
 
 use super::record::{StepRecord, StepStatus, VmRecord};
 use super::{io_err, RunError};

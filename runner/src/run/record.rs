@@ -13,7 +13,7 @@ pub use crate::events::StepStatus;
 pub use crate::infra::images::ImageRecord;
 use crate::infra::qemu::args::Accelerator;
 use crate::infra::qemu::vm::Ending;
-use crate::suite::plan::StepKind;
+use crate::plan::StepKind;
 
 use super::RunError;
 

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::events::{Event, EventSink};
 use crate::infra::qemu::vm::{Vm, VmError};
-use crate::suite::plan::{Dependency, StepKind, StepPlan, Until, VmPlan};
+use crate::plan::{Dependency, StepKind, StepPlan, Until, VmPlan};
 
 use super::record::{write_json, ClockCheck, RunRecord, StepRecord, StepStatus, VmRecord};
 use super::{io_err, RunError};

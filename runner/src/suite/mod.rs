@@ -5,16 +5,15 @@
 //! ([`plan`]) and check what only the compiled plan shows (every wait can end). It
 //! prints nothing; its errors say where and why.
 
-pub mod plan;
-pub mod spec;
+pub mod compile;
 pub mod validate;
 
 use std::path::Path;
 
 use crate::infra::images::{Catalog, ImageError};
-use plan::Plan;
-pub use spec::LoadOptions;
-use spec::{SpecError, SuiteFile};
+use crate::plan::Plan;
+pub use crate::spec::LoadOptions;
+use crate::spec::{self, SpecError, SuiteFile};
 
 /// Why a suite could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +32,7 @@ pub enum LoadError {
 /// [`SpecError::Read`] when a profile script can't be read.
 pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
     let valid = validate::validate(file, catalog)?;
-    let plan = plan::compile(valid, catalog)?;
+    let plan = compile::compile(valid, catalog)?;
     validate::validate_plan(file, &plan)?;
     Ok(plan)
 }
@@ -60,4 +59,29 @@ pub fn load_with(path: &Path, images: Option<&Path>, options: &LoadOptions) -> R
     let catalog = Catalog::load(&Catalog::locate(images, &file.dir)?)?;
     let plan = compile(&file, &catalog)?;
     Ok((plan, catalog))
+}
+
+/// The images each suite of `files` needs (against the catalog in `images`), for cache
+/// housekeeping; a suite that does not load is a problem line (`file: first line of the
+/// error`), not an error.
+pub fn images_of(
+    files: &[std::path::PathBuf],
+    images: &Path,
+) -> (Vec<crate::infra::images::gc::SuiteImages>, Vec<String>) {
+    let mut suites = Vec::new();
+    let mut problems = Vec::new();
+    for f in files {
+        match load(f, Some(images)) {
+            Ok((plan, _)) => suites.push(crate::infra::images::gc::SuiteImages {
+                suite: plan.suite.clone(),
+                file: f.clone(),
+                vms: plan.vms.into_iter().map(|v| (v.kernel, v.rootfs)).collect(),
+            }),
+            Err(e) => {
+                let first = e.to_string().lines().find(|l| !l.trim().is_empty()).unwrap_or_default().trim().to_string();
+                problems.push(format!("{}: {first}", f.display()));
+            }
+        }
+    }
+    (suites, problems)
 }

@@ -65,10 +65,21 @@ pub fn suite_files(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, ImageError> {
     Ok(out)
 }
 
-/// What the suites `files` (compiled against `catalog`) and the pins of `catalog` need.
-/// A suite that doesn't load is a [`Usage::problems`] entry, not an error.
-pub fn scan(catalog: &Catalog, files: &[PathBuf]) -> Usage {
-    let mut u = Usage { suite_files: files.to_vec(), ..Usage::default() };
+/// The images one suite's VMs need (see [`crate::suite::images_of`]).
+#[derive(Debug, Clone)]
+pub struct SuiteImages {
+    /// The suite's name.
+    pub suite: String,
+    /// Its file.
+    pub file: PathBuf,
+    /// Each VM's kernel and rootfs recipe.
+    pub vms: Vec<(KernelSource, String)>,
+}
+
+/// What the `suites` (and the pins of `catalog`) need; `problems` are the suites that
+/// could not be loaded, carried into [`Usage::problems`].
+pub fn scan(catalog: &Catalog, suites: &[SuiteImages], problems: Vec<String>) -> Usage {
+    let mut u = Usage { suite_files: suites.iter().map(|s| s.file.clone()).collect(), problems, ..Usage::default() };
     let add_kernel =
         |u: &mut Usage, src: &KernelSource, user: Option<&str>, pin: Option<String>| match cache_entries(src) {
             Ok(entries) => {
@@ -100,31 +111,20 @@ pub fn scan(catalog: &Catalog, files: &[PathBuf]) -> Usage {
         u.what.entry(id.clone()).or_insert_with(|| format!("package {} {}", s.package, s.version));
         u.pins.entry(id).or_default().insert(format!("source {}", s.series));
     }
-    for f in files {
-        let plan = match crate::suite::load(f, Some(&catalog.dir)) {
-            Ok((plan, _)) => plan,
-            Err(e) => {
-                u.problems.push(format!("{}: {}", f.display(), first_line(&e.to_string())));
-                continue;
-            }
-        };
-        for v in &plan.vms {
-            add_kernel(&mut u, &v.kernel, Some(&plan.suite), None);
-            match super::rootfs::rootfs_key(catalog, &v.rootfs) {
+    for s in suites {
+        for (kernel, rootfs) in &s.vms {
+            add_kernel(&mut u, kernel, Some(&s.suite), None);
+            match super::rootfs::rootfs_key(catalog, rootfs) {
                 Ok(key) => {
                     let id = ("rootfs".to_string(), key);
-                    u.what.entry(id.clone()).or_insert_with(|| format!("rootfs {}", v.rootfs));
-                    u.suites.entry(id).or_default().insert(plan.suite.clone());
+                    u.what.entry(id.clone()).or_insert_with(|| format!("rootfs {rootfs}"));
+                    u.suites.entry(id).or_default().insert(s.suite.clone());
                 }
-                Err(e) => u.problems.push(format!("{}: rootfs {}: {e}", f.display(), v.rootfs)),
+                Err(e) => u.problems.push(format!("{}: rootfs {rootfs}: {e}", s.file.display())),
             }
         }
     }
     u
-}
-
-fn first_line(s: &str) -> String {
-    s.lines().find(|l| !l.trim().is_empty()).unwrap_or_default().trim().to_string()
 }
 
 /// One cache entry as `vmrepro images list` shows it.

@@ -44,7 +44,7 @@ pub enum VmError {
     },
     /// QEMU exited while we were waiting on it (guest panic, QEMU error, killed).
     #[error("VM {vm}: QEMU exited ({status}) {during}{}; QEMU said: {}\nlast console lines:\n{console}",
-        if console.contains("Kernel panic") { " (the guest kernel panicked)" } else { "" },
+        panic.as_ref().map(|p| format!(" (the guest kernel panicked: {p})")).unwrap_or_default(),
         if qemu_stderr.trim().is_empty() { "nothing" } else { qemu_stderr.as_str() })]
     Exited {
         /// VM name.
@@ -57,6 +57,9 @@ pub enum VmError {
         qemu_stderr: String,
         /// Console tail.
         console: String,
+        /// The console's `Kernel panic - …` line, wherever it is in the log (a panic's
+        /// stack trace can push it out of the tail).
+        panic: Option<String>,
     },
     /// The guest agent didn't answer within `boot_timeout`.
     #[error("VM {vm}: guest agent did not answer within boot_timeout ({}s)\nlast console lines:\n{console}", timeout.as_secs())]
@@ -196,7 +199,14 @@ impl Vm {
             during: during.to_string(),
             qemu_stderr: tail(&std::fs::read_to_string(&self.stderr_log).unwrap_or_default(), 5),
             console: self.console_tail(CONSOLE_TAIL_LINES),
+            panic: self.console_panic(),
         }
+    }
+
+    /// The last `Kernel panic - …` line of the serial console, trimmed of its timestamp.
+    fn console_panic(&self) -> Option<String> {
+        let text = String::from_utf8_lossy(&std::fs::read(&self.config.console_log).unwrap_or_default()).into_owned();
+        text.lines().rev().find_map(|l| l.find("Kernel panic").map(|i| l[i..].trim().to_string()))
     }
 
     /// The error for a wait that [`or_exit`] cut short.

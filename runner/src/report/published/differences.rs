@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::report::results::Analysis;
 use crate::run::record::read_json;
 use crate::run::{RunError, PLAN_FILE};
-use crate::suite::spec::{Accel, VmNetSpec};
+use crate::spec::{Accel, VmNetSpec};
 
 /// What the report needs of a VM in `plan.json`.
 #[derive(Debug, Clone, Deserialize)]

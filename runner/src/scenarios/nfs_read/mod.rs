@@ -19,21 +19,17 @@
 //! negotiated mount, the report-layout text files, the table and the snapshot view.
 
 pub mod results;
-pub mod spec;
-pub mod validate;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use crate::measure::observer::{Observer, RemoteObserver};
-use crate::measure::plan::{Bytes, Check, Expect, MeasuredVm, MeasurementPlan, Metric, SnapshotPolicy};
-use crate::measure::script::{Commands, Record, When};
-use crate::measure::spec::Better;
-use crate::suite::plan::{names, shell_quote, StepKind, StepPlan, VmPlan};
-use crate::suite::spec::SuiteSpec;
-use spec::NfsReadSpec;
+use crate::plan::measurement::{
+    Better, Bytes, Check, Commands, Expect, MeasuredVm, MeasurementPlan, Metric, Observer, Record, RemoteObserver,
+    SnapshotPolicy, When,
+};
+use crate::plan::nfs_read::NfsPlan;
+use crate::plan::{names, shell_quote, StepKind, StepPlan, VmPlan};
+use crate::spec::nfs_read::NfsReadSpec;
+use crate::spec::SuiteSpec;
 
 /// The scenario's name in step kinds and measurement presets.
 pub const SCENARIO: &str = "nfs_read";
@@ -47,38 +43,6 @@ pub const RECORD_MOUNT: &str = "mount";
 pub const RECORD_READ_AHEAD: &str = "read-ahead";
 /// Section of the bytes `wc -c` counted in the file.
 pub const RECORD_BYTES: &str = "bytes";
-
-/// The scenario's own facts, after expansion.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct NfsPlan {
-    /// Server VM.
-    pub server: String,
-    /// Export path.
-    pub export: String,
-    /// Path of the file relative to the export (and to the mount point).
-    pub file_name: String,
-    /// Expected size, bytes.
-    pub file_bytes: u64,
-    /// Clients in order.
-    pub clients: Vec<String>,
-    /// Baseline client.
-    pub baseline: String,
-    /// Mount point.
-    pub mount_point: String,
-    /// Mount options (`defaults`: none given).
-    pub mount_options: String,
-    /// Per-client mount options (override `mount_options`).
-    pub client_mount_options: BTreeMap<String, String>,
-    /// Read-ahead set on each mount, KiB (`None`: the kernel's default).
-    pub read_ahead_kb: Option<u32>,
-}
-
-impl NfsPlan {
-    /// The `mount -o` options of `client`.
-    pub fn mount_options_of(&self, client: &str) -> &str {
-        self.client_mount_options.get(client).unwrap_or(&self.mount_options)
-    }
-}
 
 /// The export a server profile on VM `vm` sets up: `nfs_read.export` when `vm` is the
 /// scenario's server, else [`DEFAULT_EXPORT`].
@@ -192,7 +156,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         preset: Some(SCENARIO.into()),
         vms: measured,
         baseline: plan.baseline.clone(),
-        repeat: n.repeat.unwrap_or(crate::suite::plan::DEFAULT_REPEAT),
+        repeat: n.repeat.unwrap_or(crate::plan::DEFAULT_REPEAT),
         warmup: n.warmup.unwrap_or(0),
         concurrent: n.concurrent.unwrap_or(false),
         expect_exit: 0,

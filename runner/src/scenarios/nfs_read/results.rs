@@ -12,16 +12,18 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{NfsPlan, RECORD_MOUNT, RECORD_READ_AHEAD};
+use super::{RECORD_MOUNT, RECORD_READ_AHEAD};
 use crate::measure::analysis::{MeasurementResult, VmResult};
-use crate::measure::observer::{op_stats, ObserverKind};
-use crate::measure::plan::MeasurementPlan;
+use crate::measure::observer::op_stats;
 use crate::measure::script::Section;
 use crate::parse::mountstats::OpStats;
 use crate::parse::procmounts::{mount_info, MountInfo};
+use crate::plan::measurement::MeasurementPlan;
+use crate::plan::measurement::ObserverKind;
+use crate::plan::nfs_read::NfsPlan;
+use crate::plan::StepKind;
 use crate::run::record::RunRecord;
 use crate::run::{io_err, RunError};
-use crate::suite::plan::StepKind;
 
 /// The scenario's part of `results.json` (`nfs_read`).
 #[derive(Debug, Clone, Serialize, Deserialize)]

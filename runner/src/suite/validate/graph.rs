@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::ValidationError;
-use crate::suite::plan::{Dependency, Plan, StepKind};
-use crate::suite::spec::SuiteSpec;
+use crate::plan::{Dependency, Plan, StepKind};
+use crate::spec::SuiteSpec;
 
 /// An edge of the wait graph: why step `from` waits for step `to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,11 +6,11 @@
 //! A command is the user's own shell text and stays free, but it must fit in one exec
 //! argument and hold no NUL. Every path the runner puts into a generated command is
 //! checked against a strict pattern here *and* quoted with
-//! [`crate::suite::plan::shell_quote`] there: either alone would do; together a mistake
+//! [`crate::plan::shell_quote`] there: either alone would do; together a mistake
 //! in one is caught by the other.
 
-use crate::suite::plan::Plan;
-use crate::suite::spec::text::{non_ascii_hint, shown};
+use crate::plan::Plan;
+use crate::spec::text::{non_ascii_hint, shown};
 
 use super::ValidationError;
 

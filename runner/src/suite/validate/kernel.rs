@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use crate::infra::images::{Catalog, DEFAULT_FLAVOUR};
 use crate::infra::qemu::args::{kernel_cmdline, MAX_KERNEL_CMDLINE_BYTES, RUNNER_PARAMETERS, RUNNER_PREFIX};
-use crate::suite::spec::text::{char_note, describe};
-use crate::suite::spec::{KernelSpec, SuiteFile};
+use crate::spec::text::{char_note, describe};
+use crate::spec::{KernelSpec, SuiteFile};
 
 use super::ValidationError;
 

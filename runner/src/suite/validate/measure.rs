@@ -4,12 +4,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{duration, exit_status, guest, is_name, limits, range, ValidationError};
 use crate::measure::analysis::OUTCOME_METRIC;
-use crate::measure::observer::{derived_metrics, ObserverKind};
+use crate::measure::observer::derived_metrics;
 use crate::measure::script::BUILTIN_SECTIONS;
-use crate::measure::spec::{MeasureSpec, ObserverSpec};
-use crate::suite::plan::names;
-use crate::suite::spec::text::{non_ascii_hint, shown};
-use crate::suite::spec::SuiteSpec;
+use crate::plan::measurement::ObserverKind;
+use crate::plan::names;
+use crate::spec::measure::{MeasureSpec, ObserverSpec};
+use crate::spec::text::{non_ascii_hint, shown};
+use crate::spec::SuiteSpec;
 
 /// Metrics every measurement has.
 const TIME_METRICS: &[&str] = &["elapsed_s", "user_s", "system_s"];

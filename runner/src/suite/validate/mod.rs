@@ -9,14 +9,15 @@ pub mod guest;
 mod kernel;
 mod measure;
 mod netem;
+pub mod nfs_read;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::infra::images::{Catalog, PinnedKernel, PinnedSource, DEFAULT_ROOTFS};
-use crate::suite::plan::{names, Plan};
-use crate::suite::spec::text::{non_ascii_hint, shown};
-use crate::suite::spec::{SpecError, SuiteFile};
+use crate::plan::{names, Plan};
+use crate::spec::text::{non_ascii_hint, shown};
+use crate::spec::{SpecError, SuiteFile};
 pub use graph::check_graph;
 
 /// Limits on numeric settings: outside them the value is a mistake.
@@ -254,7 +255,7 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
         kernel::check_kernel(&mut errs, file, catalog, &format!("{k}.kernel"), &vm.kernel);
         if let Some(line) = &vm.cmdline {
             let cidr = format!("{}/{}", vm.address, subnet.prefix_len());
-            let mtu = s.network.mtu.unwrap_or(crate::suite::plan::DEFAULT_MTU);
+            let mtu = s.network.mtu.unwrap_or(crate::plan::DEFAULT_MTU);
             kernel::check_cmdline(&mut errs, &format!("{k}.cmdline"), line, &vm.name, &cidr, mtu);
         }
         if let Some(e) = vm.net.as_ref().and_then(|n| n.egress.as_ref()) {
@@ -310,7 +311,7 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
         }
     }
     if let Some(n) = &s.nfs_read {
-        crate::scenarios::nfs_read::validate::check(&mut errs, s, n, catalog);
+        crate::suite::validate::nfs_read::check(&mut errs, s, n, catalog);
     }
     measure::check(&mut errs, s);
     errs
@@ -420,7 +421,7 @@ fn rootfs_exists(errs: &mut Vec<ValidationError>, catalog: &Catalog, key: &str, 
     }
 }
 
-/// A suite that passed [`validate`]: the only way to [`crate::suite::plan::compile`] one.
+/// A suite that passed [`validate`]: the only way to [`crate::plan::compile`] one.
 #[derive(Debug, Clone, Copy)]
 pub struct Validated<'a> {
     file: &'a SuiteFile,
@@ -464,7 +465,7 @@ fn located(file: &SuiteFile, errs: Vec<ValidationError>) -> Result<(), SpecError
         return Ok(());
     }
     // Only the problems shown are located (locating one reads the text up to its line).
-    let shown = errs.iter().take(crate::suite::spec::load::MAX_PROBLEMS + 1);
+    let shown = errs.iter().take(crate::spec::load::MAX_PROBLEMS + 1);
     let problems = shown.map(|e| file.error_at(e.key(), e.to_string())).collect();
-    Err(SpecError::Invalid(crate::suite::spec::load::capped(problems, errs.len())))
+    Err(SpecError::Invalid(crate::spec::load::capped(problems, errs.len())))
 }

@@ -4,8 +4,8 @@
 //! a strict form (a plain decimal number and a unit: no exponent, sign, `inf` or `nan`)
 //! and to a range netem can run with.
 
-use crate::suite::spec::text::shown;
-use crate::suite::spec::NetemSpec;
+use crate::spec::text::shown;
+use crate::spec::NetemSpec;
 
 use super::ValidationError;
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use crate::suite::spec::{NetemSpec, VmNetSpec};
+use crate::spec::{NetemSpec, VmNetSpec};
 
 use super::VmPlan;
 

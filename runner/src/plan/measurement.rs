@@ -1,22 +1,13 @@
-//! A compiled measurement ([`MeasurementPlan`]) and its expansion into steps.
-//!
-//! [`expand`] adds, for every round (warm-up rounds first, then the measured ones) and
-//! every measured VM in order, one iteration step (the script of
-//! [`super::script::iteration_script`]) to that VM; with `concurrent: false` each
-//! iteration waits for the one before it, so one VM is measured at a time. Each remote
-//! observer adds a step to its VM before every iteration and one after the last; the
-//! plan records which remote steps surround which iteration
-//! ([`Iteration::remote`]), so the analysis never rebuilds step names.
-
-use std::time::Duration;
+//! A compiled measurement: what the plan holds of it (the measured VMs and their
+//! commands, observers, records, checks, the metric, the snapshot policy, and every
+//! iteration with the remote readings around it). Its behaviour is in
+//! [`crate::measure`]: expansion into steps, the guest script, the observers' parsing,
+//! the analysis.
 
 use serde::{Deserialize, Serialize};
 
-use super::observer::{Observer, RemoteObserver};
-use super::script::{iteration_script, Commands, Record};
-use super::spec::Better;
-use crate::suite::plan::{names, netem, Dependency, StepKind, StepPlan, VmPlan};
-use crate::suite::spec::SnapshotVerdicts;
+pub use crate::spec::measure::{Better, When};
+use crate::spec::SnapshotVerdicts;
 
 /// A measurement, ready to expand and to analyse.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -157,84 +148,77 @@ pub struct RemoteReading {
     pub after: String,
 }
 
-/// Adds `m`'s steps to `vms` and fills [`MeasurementPlan::iterations`].
-///
-/// `after` is what every iteration waits for; `previous` is the last iteration of the
-/// measurement before (for sequential measurements), and is left at this one's last.
-/// Iterations wait for the one before them only to have *ended*: a VM whose iteration
-/// fails or hangs does not keep the others from being measured.
-/// `timeout` limits each step. Panics if `m` names a VM that `vms` lacks (validated).
-pub fn expand(
-    m: &mut MeasurementPlan,
-    vms: &mut [VmPlan],
-    after: &[Dependency],
-    timeout: Duration,
-    origin: &str,
-    previous: &mut Option<Dependency>,
-) {
-    let vm_index = |vms: &[VmPlan], name: &str| vms.iter().position(|v| v.name == name).expect("validated VM");
-    // Remote observations need one iteration at a time to belong to one iteration.
-    let remote: Vec<(usize, RemoteObserver)> =
-        if m.concurrent { vec![] } else { m.remote.iter().cloned().enumerate().collect() };
-    // Per remote observer: the iteration whose `after` step is still to be named.
-    let mut open: Vec<Option<(usize, usize)>> = vec![None; m.remote.len()];
-    for round in 1..=m.warmup + m.repeat {
-        let warmup = round <= m.warmup;
-        let number = if warmup { round } else { round - m.warmup };
-        for mv in &m.vms {
-            let step = names::iteration(&m.name, warmup, number);
-            let mut deps: Vec<Dependency> = after.to_vec();
-            if !m.concurrent {
-                deps.extend(previous.clone());
-            }
-            let mut readings = Vec::new();
-            for (ri, r) in &remote {
-                let RemoteObserver::Netem { vm: rvm, seeded } = r;
-                let name = names::netem_before(*seeded, &mv.vm, &step);
-                let script =
-                    if *seeded { netem::reseed_script(&vms[vm_index(vms, rvm)]) } else { netem::STATS_SCRIPT.into() };
-                let rv = vm_index(vms, rvm);
-                vms[rv].steps.push(
-                    StepPlan::new(&name, script, StepKind::observe(&m.name, r), timeout)
-                        .after(previous.iter().cloned())
-                        .origin(origin),
-                );
-                if rvm != &mv.vm {
-                    deps.push(Dependency::step(rvm, &name));
-                }
-                if let Some((it, rd)) = open[*ri].take() {
-                    let reading: &mut RemoteReading = &mut m.iterations[it].remote[rd];
-                    reading.after = name.clone();
-                }
-                open[*ri] = Some((m.iterations.len(), readings.len()));
-                readings.push(RemoteReading { observer: *ri, vm: rvm.clone(), before: name, after: String::new() });
-            }
-            let script = iteration_script(&mv.commands, &m.observers, &m.records);
-            let v = vm_index(vms, &mv.vm);
-            vms[v].steps.push(
-                StepPlan::new(
-                    &step,
-                    script,
-                    StepKind::Measure { measurement: m.name.clone(), iteration: number, warmup },
-                    timeout,
-                )
-                .after(deps)
-                .origin(origin),
-            );
-            m.iterations.push(Iteration { vm: mv.vm.clone(), step: step.clone(), number, warmup, remote: readings });
-            *previous = Some(Dependency::ended(&mv.vm, &step));
-        }
-    }
-    for (ri, r) in &remote {
-        let name = names::netem_final(&m.name);
-        let rv = vm_index(vms, r.vm());
-        vms[rv].steps.push(
-            StepPlan::new(&name, netem::STATS_SCRIPT.into(), StepKind::observe(&m.name, r), timeout)
-                .after(previous.iter().cloned())
-                .origin(origin),
-        );
-        if let Some((it, rd)) = open[*ri].take() {
-            m.iterations[it].remote[rd].after = name;
-        }
-    }
+/// A local observer: read in the measured VM before and after every iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Observer {
+    /// `netstat -s`.
+    Netstat,
+    /// `nfsstat` (client and server RPC and per-procedure counts).
+    Nfsstat,
+    /// `/proc/self/mountstats` for the NFS mount on `mount`: the listed operations'
+    /// RPC statistics (every operation when `ops` is empty).
+    Mountstats {
+        /// Mount point (absolute path).
+        mount: String,
+        /// Operation names as the kernel prints them (`READ`, `WRITE`, `COMMIT`, …).
+        ops: Vec<String>,
+    },
+    /// Raw `/proc/net/snmp` and `/proc/net/netstat`.
+    ProcNet,
+    /// Raw `/proc/net/rpc/nfs`.
+    ProcRpcNfs,
+}
+
+/// The kind of an [`Observer`] (one observer per kind in a measurement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObserverKind {
+    /// `netstat -s`.
+    Netstat,
+    /// `nfsstat`.
+    Nfsstat,
+    /// `/proc/self/mountstats`.
+    Mountstats,
+    /// Raw `/proc/net/snmp` + `/proc/net/netstat`.
+    ProcNet,
+    /// Raw `/proc/net/rpc/nfs`.
+    ProcRpcNfs,
+}
+
+/// A remote observer: read in *another* VM than the measured one around every iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteObserver {
+    /// The netem qdisc on VM `vm`'s `eth0` (`net.egress` of that VM): packets sent and
+    /// dropped during each iteration, from `tc -s qdisc show`. When the netem is
+    /// seeded, the observation before each iteration also reseeds it.
+    Netem {
+        /// The VM carrying the netem.
+        vm: String,
+        /// Whether it is seeded (and so reseeded before every iteration).
+        seeded: bool,
+    },
+}
+
+/// A named command whose output is kept as a section of every iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// Section name.
+    pub name: String,
+    /// Shell command (run with `sh -c`; stdout and stderr kept).
+    pub command: String,
+    /// When it runs.
+    pub when: When,
+}
+
+/// The commands of one measured VM's iterations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Commands {
+    /// Run before each iteration (e.g. mount, drop caches).
+    pub setup: Option<String>,
+    /// The timed workload.
+    pub run: String,
+    /// Run after each iteration (e.g. unmount).
+    pub teardown: Option<String>,
 }

@@ -28,8 +28,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::script::When;
-use crate::suite::spec::SnapshotVerdicts;
+use crate::spec::SnapshotVerdicts;
 
 /// One measurement.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -179,4 +178,15 @@ pub struct MeasureSnapshotSpec {
     /// Sections kept verbatim (trimmed, from the first measured iteration).
     #[serde(default)]
     pub sections: Vec<String>,
+}
+
+/// When a record's command runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum When {
+    /// After `setup`, before the observers and `run`.
+    Before,
+    /// After `run` and the observers.
+    #[default]
+    After,
 }

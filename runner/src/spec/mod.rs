@@ -9,6 +9,8 @@
 
 pub mod load;
 pub mod locate;
+pub mod measure;
+pub mod nfs_read;
 pub mod scan;
 pub mod text;
 
@@ -19,9 +21,9 @@ use std::time::Duration;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
-pub use crate::measure::spec::MeasureSpec;
-pub use crate::scenarios::nfs_read::spec::{NfsFileSpec, NfsReadSpec};
 pub use load::{load_suite, load_suite_with, LoadOptions, SpecError, SuiteFile};
+pub use measure::MeasureSpec;
+pub use nfs_read::{NfsFileSpec, NfsReadSpec};
 
 /// A whole suite file (`suites/*.yaml`).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -42,7 +44,7 @@ pub struct SuiteSpec {
     /// Optional built-in scenario: the NFS file-read measurement of the report.
     #[serde(default)]
     pub nfs_read: Option<NfsReadSpec>,
-    /// Measurements: any command timed on several VMs (see [`crate::measure::spec`]).
+    /// Measurements: any command timed on several VMs (see [`crate::spec::measure`]).
     #[serde(default)]
     pub measure: Vec<MeasureSpec>,
 }

@@ -2,11 +2,11 @@
 
 use std::collections::BTreeSet;
 
-use super::spec::NfsReadSpec;
 use crate::infra::images::{Catalog, DEFAULT_ROOTFS};
-use crate::suite::plan::DEFAULT_MEMORY_MIB;
-use crate::suite::spec::text::{non_ascii_hint, shown};
-use crate::suite::spec::SuiteSpec;
+use crate::plan::DEFAULT_MEMORY_MIB;
+use crate::spec::nfs_read::NfsReadSpec;
+use crate::spec::text::{non_ascii_hint, shown};
+use crate::spec::SuiteSpec;
 use crate::suite::validate::{guest, limits, range, ValidationError};
 
 /// Checks the `nfs_read:` block `n` of suite `s`.
@@ -50,7 +50,7 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             message: format!("file name {} {why}", shown(&f.name, 80)),
         });
     } else {
-        let mount_point = n.mount_point.as_deref().unwrap_or(super::DEFAULT_MOUNT_POINT);
+        let mount_point = n.mount_point.as_deref().unwrap_or(crate::scenarios::nfs_read::DEFAULT_MOUNT_POINT);
         for (base, what) in [(n.export.as_str(), "export"), (mount_point, "mount point")] {
             let full = base.len() + 1 + f.name.len();
             if full > guest::MAX_PATH_BYTES {
