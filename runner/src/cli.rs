@@ -498,7 +498,7 @@ fn compare(a: &Path, b: &Path) -> i32 {
 /// kernel and the default rootfs); returns the exit code.
 async fn build_images(suites: &[PathBuf], images: Option<&Path>, cache: &Cache, events: EventSink) -> i32 {
     let mut kernels: Vec<KernelSource> = Vec::new();
-    let mut rootfs: Vec<String> = Vec::new();
+    let mut rootfs = Vec::new();
     let mut catalog = None;
     for s in suites {
         let (p, c) = match load_or_exit(s, images) {
@@ -506,8 +506,8 @@ async fn build_images(suites: &[PathBuf], images: Option<&Path>, cache: &Cache, 
             Err(code) => return code,
         };
         for v in p.vms {
+            rootfs.push(v.rootfs_request());
             kernels.push(v.kernel);
-            rootfs.push(v.rootfs);
         }
         catalog = Some(c);
     }
@@ -516,7 +516,7 @@ async fn build_images(suites: &[PathBuf], images: Option<&Path>, cache: &Cache, 
         None => match Catalog::locate(images, Path::new(".")).and_then(|d| Catalog::load(&d)) {
             Ok(c) => {
                 kernels = c.kernels.iter().cloned().map(KernelSource::Debian).collect();
-                rootfs.push(DEFAULT_ROOTFS.into());
+                rootfs.push(crate::infra::images::rootfs::RootfsRequest::new(DEFAULT_ROOTFS, &[]));
                 c
             }
             Err(e) => {

@@ -55,7 +55,11 @@ fn kernel_panic_at_boot_fails_in_seconds_with_the_console_tail() {
         "the panic must end the run in seconds, not at the 300 s boot timeout; took {after_images:?} after images"
     );
     assert_contains(&fin.output, "VM doomed: QEMU exited", "the error names the VM");
-    assert_contains(&fin.output, "(the guest kernel panicked)", "the error says the kernel panicked");
+    assert_contains(
+        &fin.output,
+        "(the guest kernel panicked: Kernel panic - not syncing",
+        "the error says the kernel panicked, with the panic's line",
+    );
     assert_contains(&fin.output, "last console lines:", "the error shows the console tail");
     assert_contains(&fin.output, "Kernel panic - not syncing", "the console tail shows the panic");
 
@@ -321,7 +325,7 @@ fn seed_cache(ns: &MountNs, dir: &Path) {
     vmrepro::infra::images::rootfs::resolve_rootfs(
         &vmrepro::infra::images::Cache::from_env(),
         &catalog,
-        vmrepro::infra::images::DEFAULT_ROOTFS,
+        &vmrepro::infra::images::rootfs::RootfsRequest::new(vmrepro::infra::images::DEFAULT_ROOTFS, &[]),
     )
     .expect("building the rootfs into the real cache");
     ns.sh("ln", &["-s", &real_cache().join("rootfs").display().to_string(), &dir.join("rootfs").display().to_string()]);

@@ -187,9 +187,10 @@ fn a_kept_vm_can_be_shelled_into_its_entries_survive_gc_and_stop_leaves_nothing(
     tmux.window("sh1", &shell_line("1"));
     tmux.wait_for("sh1", "connected to VM alpha", LIMIT);
     tmux.keys("sh1", &["uname -r; stty size; tty", "Enter"]);
-    let s = tmux.wait_for("sh1", &release, Duration::from_secs(30));
+    // `tty` answers last: wait for it, then read the whole answer off the screen.
+    let s = tmux.wait_for("sh1", "/dev/ttyS1", Duration::from_secs(30));
+    assert!(s.contains(&release), "{s}");
     assert!(s.contains("40 150"), "the terminal's size is passed on:\n{s}");
-    assert!(s.contains("/dev/ttyS1"), "{s}");
     tmux.keys("sh1", &["sleep 300", "Enter"]);
     std::thread::sleep(Duration::from_secs(1));
     tmux.keys("sh1", &["C-c"]);

@@ -466,7 +466,7 @@ fn analyse_iteration(
         None => None,
     };
     r.throughput_mb_s = r.bytes.zip(r.elapsed_s).filter(|(_, e)| *e > 0.0).map(|(b, e)| b as f64 / 1e6 / e);
-    for c in &m.checks {
+    for c in m.checks.iter().filter(|c| c.only.as_ref().is_none_or(|vm| vm == &it.vm)) {
         let text = sections.get(Section::Record(&c.section)).map(str::trim);
         let failed = match (&c.expect, text) {
             (_, None) => Some(format!("section {} was not printed", c.section)),

@@ -78,7 +78,11 @@ pub fn compile(spec: &MeasureSpec, suite: &SuiteSpec) -> MeasurementPlan {
             .flat_map(|c| {
                 let equals = c.equals.as_ref().map(|v| Expect::Equals(scalar_text(v)));
                 let contains = c.contains.clone().map(Expect::Contains);
-                equals.into_iter().chain(contains).map(|expect| Check { section: c.section.clone(), expect })
+                equals.into_iter().chain(contains).map(|expect| Check {
+                    section: c.section.clone(),
+                    only: None,
+                    expect,
+                })
             })
             .collect(),
         table: spec.table.clone(),

@@ -93,6 +93,9 @@ impl Metric {
 pub struct Check {
     /// Section name (`stdout`, `stderr`, or a record).
     pub section: String,
+    /// Only for this measured VM (`None`: every VM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<String>,
     /// What must hold.
     pub expect: Expect,
 }

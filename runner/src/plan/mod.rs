@@ -10,6 +10,7 @@ pub mod names;
 pub mod netem;
 pub mod nfs_read;
 
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -67,6 +68,9 @@ pub struct VmPlan {
     pub kernel: KernelSource,
     /// Rootfs recipe name.
     pub rootfs: String,
+    /// Extra Debian packages in its rootfs (`packages:`), sorted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub packages: Vec<String>,
     /// Address on the bridge.
     pub address: Ipv4Addr,
     /// Memory, MiB.
@@ -83,6 +87,18 @@ pub struct VmPlan {
     /// Network conditions of its NIC, as the suite gave them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub net: Option<VmNetSpec>,
+    /// Environment of every command run in the guest (`env:`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// `sysctl:` values applied before any step.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub sysctl: BTreeMap<String, String>,
+    /// Files copied in before any step.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FilePlan>,
+    /// Its profile and the parameters in force.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<ProfilePlan>,
     /// Steps, in order.
     pub steps: Vec<StepPlan>,
 }
@@ -92,6 +108,80 @@ fn ser_kernel<S: serde::Serializer>(k: &KernelSource, s: S) -> Result<S::Ok, S::
         KernelSource::Debian(p) => s.serialize_str(&format!("debian:{} ({} {})", p.series, p.package, p.version)),
         KernelSource::Local { image, .. } => s.serialize_str(&format!("local:{}", image.display())),
         KernelSource::Source(k) => s.serialize_str(&k.label()),
+    }
+}
+
+impl VmPlan {
+    /// The rootfs it boots: its recipe with its extra packages.
+    pub fn rootfs_request(&self) -> crate::infra::images::rootfs::RootfsRequest {
+        crate::infra::images::rootfs::RootfsRequest::new(&self.rootfs, &self.packages)
+    }
+}
+
+/// A file copied into a guest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilePlan {
+    /// The file on the host (absolute).
+    pub src: PathBuf,
+    /// Where it goes in the guest.
+    pub dest: String,
+    /// Its permission bits.
+    pub mode: u32,
+    /// Its size, bytes.
+    pub bytes: u64,
+    /// Its SHA-256 when the suite was compiled; the runner sends it only if it still
+    /// has this hash, and the guest prints the hash of what it wrote.
+    pub sha256: String,
+}
+
+/// A VM's profile with every parameter in force (the suite's, else the profile's
+/// defaults); `params` is `None` for a profile that takes none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfilePlan {
+    /// Profile name (`images/profiles/<name>.sh`).
+    pub name: String,
+    /// Its parameters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub params: Option<ServerParams>,
+}
+
+/// An NFS server profile's parameters in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerParams {
+    /// Exports.
+    pub exports: Vec<Export>,
+    /// NFS versions served.
+    pub nfs_versions: Vec<String>,
+    /// nfsd threads.
+    pub threads: u32,
+    /// `max_block_size`, bytes (`None`: the kernel's).
+    pub block_size: Option<u64>,
+    /// UDP served as well as TCP.
+    pub udp: bool,
+}
+
+/// One NFS export in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Export {
+    /// The exported folder.
+    pub path: String,
+    /// Its exports(5) options.
+    pub options: String,
+}
+
+impl ServerParams {
+    /// The environment the profile's script reads (see `images/profiles/*.sh`).
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "VMREPRO_EXPORTS",
+                self.exports.iter().map(|e| format!("{} {}", e.path, e.options)).collect::<Vec<_>>().join("\n"),
+            ),
+            ("VMREPRO_NFS_VERSIONS", self.nfs_versions.join(" ")),
+            ("VMREPRO_NFSD_THREADS", self.threads.to_string()),
+            ("VMREPRO_BLOCK_SIZE", self.block_size.map(|b| b.to_string()).unwrap_or_default()),
+            ("VMREPRO_UDP", if self.udp { "yes" } else { "no" }.to_string()),
+        ]
     }
 }
 
@@ -112,6 +202,15 @@ pub enum StepKind {
     Scenario {
         /// The scenario (`nfs_read`).
         scenario: String,
+    },
+    /// Applies the VM's `sysctl:` and prints the values in force.
+    Sysctl,
+    /// Copies one of the VM's `files:` into it (the file is the step's stdin).
+    CopyFile {
+        /// Where it goes in the guest.
+        dest: String,
+        /// The file's SHA-256.
+        sha256: String,
     },
     /// One iteration of a measurement.
     Measure {
@@ -147,6 +246,10 @@ pub struct StepPlan {
     pub script: String,
     /// Bytes fed to its stdin.
     pub stdin: Option<String>,
+    /// A host file fed to its stdin instead (read when the step runs; see
+    /// [`StepKind::CopyFile`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdin_file: Option<PathBuf>,
     /// What it waits for.
     pub after: Vec<Dependency>,
     /// Limit of its wait for `after`, and then of its run.
@@ -172,6 +275,7 @@ impl StepPlan {
             name: name.to_string(),
             script,
             stdin: None,
+            stdin_file: None,
             after: vec![],
             timeout,
             expect_exit: 0,

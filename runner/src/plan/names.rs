@@ -25,10 +25,21 @@ pub const NET_OBSERVE_PREFIX: &str = "net-observe-";
 /// `net-stats-<measurement>`.
 pub const NET_STATS_PREFIX: &str = "net-stats-";
 
+/// The step that applies a VM's `sysctl:` and prints the values in force.
+pub const SYSCTL: &str = "sysctl";
+/// Prefix of the steps that copy a VM's `files:` into it: `copy-file-<n>` (1-based).
+pub const COPY_FILE_PREFIX: &str = "copy-file-";
+
 /// The exact names reserved whatever the suite holds.
-pub const FIXED: &[&str] = &[NET_CONDITIONS, NFS_FILE, NFS_SERVER_READY, NFS_CLIENT_SETUP];
+pub const FIXED: &[&str] = &[NET_CONDITIONS, SYSCTL, NFS_FILE, NFS_SERVER_READY, NFS_CLIENT_SETUP];
 /// The prefixes reserved whatever the suite holds.
-pub const PREFIXES: &[&str] = &[PROFILE_PREFIX, NET_RESEED_PREFIX, NET_OBSERVE_PREFIX, NET_STATS_PREFIX];
+pub const PREFIXES: &[&str] =
+    &[PROFILE_PREFIX, NET_RESEED_PREFIX, NET_OBSERVE_PREFIX, NET_STATS_PREFIX, COPY_FILE_PREFIX];
+
+/// The step that copies the `n`-th (1-based) of a VM's `files:`.
+pub fn copy_file(n: usize) -> String {
+    format!("{COPY_FILE_PREFIX}{n}")
+}
 
 /// A VM's profile step, e.g. `profile-nfs-server-2.4.19`.
 pub fn profile(profile: &str) -> String {
@@ -85,6 +96,8 @@ mod tests {
         let ms = ["write"];
         for name in [
             NET_CONDITIONS.to_string(),
+            SYSCTL.into(),
+            copy_file(2),
             NFS_FILE.into(),
             NFS_SERVER_READY.into(),
             NFS_CLIENT_SETUP.into(),

@@ -28,9 +28,17 @@ pub struct NfsPlan {
     pub client_mount_options: BTreeMap<String, String>,
     /// Read-ahead set on each mount, KiB (`None`: the kernel's default).
     pub read_ahead_kb: Option<u32>,
+    /// Per-client read-ahead, KiB, overriding `read_ahead_kb`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub client_read_ahead_kb: BTreeMap<String, u32>,
 }
 
 impl NfsPlan {
+    /// The read-ahead set on `client`'s mount, KiB (`None`: the kernel's).
+    pub fn read_ahead_of(&self, client: &str) -> Option<u32> {
+        self.client_read_ahead_kb.get(client).copied().or(self.read_ahead_kb)
+    }
+
     /// The `mount -o` options of `client`.
     pub fn mount_options_of(&self, client: &str) -> &str {
         self.client_mount_options.get(client).unwrap_or(&self.mount_options)

@@ -371,6 +371,11 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
             if let StepKind::Profile { profile } = &st.kind {
                 if let Some(p) = catalog.profiles.get(profile) {
                     add_project_file(&mut entries, p)?;
+                    // Its parameters' defaults, which the bundled plan was compiled with.
+                    let params = p.with_extension("yaml");
+                    if params.is_file() {
+                        add_project_file(&mut entries, &params)?;
+                    }
                 }
             }
         }

@@ -43,15 +43,21 @@ pub fn summary(rec: &RunRecord) -> String {
     text
 }
 
-/// Every measurement's table (the `nfs_read` preset's in its own layout).
+/// Every measurement's table (the `nfs_read` preset's in its own layout), then the
+/// problems of the VMs' setup (a sysctl not in force, a file that arrived different).
 pub fn tables(a: &Analysis) -> String {
     let mut text = String::new();
+    let vm_problems: Vec<String> =
+        a.results.vms.iter().flat_map(|v| v.problems.iter().map(move |p| format!("problem: {}: {p}", v.vm))).collect();
     for (m, p) in a.results.measurements.iter().zip(&a.plan.measurements) {
         let _ = writeln!(text);
         match (&a.results.nfs_read, p.preset.as_deref()) {
             (Some(nfs), Some(nfs_read::SCENARIO)) => text.push_str(&nfs_read::results::table(nfs, m)),
             _ => text.push_str(&table(m, p)),
         }
+    }
+    for p in vm_problems {
+        let _ = writeln!(text, "{p}");
     }
     text
 }

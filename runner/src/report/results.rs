@@ -31,6 +31,10 @@
 //!                wsize, read_ahead_kb, options}, reads [{iteration, raw, mount, rpc_read
 //!                {ops, transmissions, major_timeouts, bytes_sent, bytes_received, queue_ms,
 //!                rtt_ms, execute_ms, errors}}]}], notes[]
+//! vms[]          (VMs given a profile, packages, sysctl or files) vm, profile {name, params
+//!                {exports [{path, options}], nfs_versions, threads, block_size, udp}},
+//!                packages[], sysctl {name: {set, in_force}}, files [{dest, bytes, mode,
+//!                sha256, guest_sha256}], problems[]
 //! ```
 //!
 //! Schema 1 (before measurements existed) had one `clients[]` list with fixed metric
@@ -44,7 +48,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::measure::analysis::{self, MeasurementResult};
 use crate::plan::measurement::MeasurementPlan;
+use std::collections::BTreeMap;
+
 use crate::plan::nfs_read::NfsPlan;
+use crate::plan::{names, FilePlan, ProfilePlan};
 use crate::run::record::{read_json, write_json, RunRecord, StepRecord};
 use crate::run::{RunError, PLAN_FILE, RUN_FILE};
 use crate::scenarios::nfs_read;
@@ -66,13 +73,147 @@ pub struct Results {
     /// The `nfs_read` preset's facts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nfs_read: Option<nfs_read::results::NfsResults>,
+    /// What each VM was given besides its kernel: profile, sysctl, files, packages
+    /// (only VMs given any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vms: Vec<VmFacts>,
 }
 
 impl Results {
-    /// Every problem of every measurement, `<measurement>: <problem>`.
+    /// Every problem of every measurement (`<measurement>: <problem>`) and of the VMs'
+    /// setup (`<vm>: <problem>`).
     pub fn problems(&self) -> Vec<String> {
-        self.measurements.iter().flat_map(|m| m.problems.iter().map(move |p| format!("{}: {p}", m.name))).collect()
+        self.measurements
+            .iter()
+            .flat_map(|m| m.problems.iter().map(move |p| format!("{}: {p}", m.name)))
+            .chain(self.vms.iter().flat_map(|v| v.problems.iter().map(move |p| format!("{}: {p}", v.vm))))
+            .collect()
     }
+}
+
+/// What a VM was given besides its kernel, as planned and as the guest reported it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VmFacts {
+    /// VM name.
+    pub vm: String,
+    /// Its profile and the parameters in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<ProfilePlan>,
+    /// Extra packages in its rootfs (their versions: `environment.json`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packages: Vec<String>,
+    /// `sysctl:` name → the value the suite set and the value the guest printed back.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sysctl: BTreeMap<String, SysctlFact>,
+    /// Files copied in, with the SHA-256 the guest computed of what it wrote.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileFact>,
+    /// A value not in force, a file that arrived different, a step that did not pass.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// One `sysctl:` value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SysctlFact {
+    /// What the suite set.
+    pub set: String,
+    /// What `sysctl NAME` printed afterwards (`None`: not printed).
+    pub in_force: Option<String>,
+}
+
+/// One file copied into the guest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileFact {
+    /// Where it went.
+    pub dest: String,
+    /// Size, bytes.
+    pub bytes: u64,
+    /// Mode, octal text (`0644`).
+    pub mode: String,
+    /// SHA-256 of the host's file.
+    pub sha256: String,
+    /// SHA-256 of the guest's copy (`sha256sum`; `None`: the step did not run).
+    pub guest_sha256: Option<String>,
+}
+
+/// What `analyse` needs of a VM in `plan.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PlanVmView {
+    /// Name.
+    pub name: String,
+    /// Profile.
+    #[serde(default)]
+    pub profile: Option<ProfilePlan>,
+    /// Extra packages.
+    #[serde(default)]
+    pub packages: Vec<String>,
+    /// `sysctl:` values.
+    #[serde(default)]
+    pub sysctl: BTreeMap<String, String>,
+    /// Files copied in.
+    #[serde(default)]
+    pub files: Vec<FilePlan>,
+}
+
+/// The facts of VM `v`: planned, and read back from its `sysctl` and `copy-file-*`
+/// steps' outputs.
+fn vm_facts(v: &PlanVmView, rec: &RunRecord, dir: &Path) -> Result<VmFacts, RunError> {
+    let mut problems = Vec::new();
+    let vr = rec.vm(&v.name);
+    let step_out = |name: &str| -> Result<Option<String>, RunError> {
+        match vr.and_then(|r| r.step(name)) {
+            Some(s) if s.status == crate::run::StepStatus::Passed => Ok(Some(s.stdout_text(dir)?)),
+            _ => Ok(None),
+        }
+    };
+    let mut sysctl = BTreeMap::new();
+    if !v.sysctl.is_empty() {
+        let printed: BTreeMap<String, String> = step_out(names::SYSCTL)?
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_once(" = ").map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
+            .collect();
+        let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        for (k, set) in &v.sysctl {
+            let in_force = printed.get(k).cloned();
+            match &in_force {
+                None => problems.push(format!("sysctl {k}: not printed back (did the sysctl step run?)")),
+                Some(now) if words(now) != words(set) => {
+                    problems.push(format!("sysctl {k} is {now:?} in the guest; the suite set {set:?}"))
+                }
+                Some(_) => {}
+            }
+            sysctl.insert(k.clone(), SysctlFact { set: set.clone(), in_force });
+        }
+    }
+    let mut files = Vec::new();
+    for (n, f) in v.files.iter().enumerate() {
+        let guest_sha256 =
+            step_out(&names::copy_file(n + 1))?.and_then(|o| o.split_whitespace().next().map(str::to_string));
+        match &guest_sha256 {
+            None => problems.push(format!("{}: not copied", f.dest)),
+            Some(g) if g != &f.sha256 => {
+                problems.push(format!("{}: the guest's copy has SHA-256 {g}, the file {}", f.dest, f.sha256))
+            }
+            Some(_) => {}
+        }
+        files.push(FileFact {
+            dest: f.dest.clone(),
+            bytes: f.bytes,
+            mode: format!("{:04o}", f.mode),
+            sha256: f.sha256.clone(),
+            guest_sha256,
+        });
+    }
+    Ok(VmFacts {
+        vm: v.name.clone(),
+        profile: v.profile.clone(),
+        packages: v.packages.clone(),
+        sysctl,
+        files,
+        problems,
+    })
 }
 
 /// What `analyse` needs of `plan.json` (the rest of the plan is there for people).
@@ -84,6 +225,9 @@ pub struct PlanView {
     pub measurements: Vec<MeasurementPlan>,
     /// The `nfs_read` preset's facts.
     pub nfs_read: Option<NfsPlan>,
+    /// The VMs.
+    #[serde(default)]
+    pub vms: Vec<PlanVmView>,
 }
 
 /// A run folder, analysed.
@@ -146,7 +290,13 @@ pub fn analyse_dir(dir: &Path) -> Result<Analysis, AnalyseError> {
         }
         measurements.push(r);
     }
-    let results = Results { schema: RESULTS_SCHEMA, suite: plan.suite.clone(), measurements, nfs_read: nfs };
+    let mut vms = Vec::new();
+    for v in &plan.vms {
+        if v.profile.is_some() || !v.packages.is_empty() || !v.sysctl.is_empty() || !v.files.is_empty() {
+            vms.push(vm_facts(v, &record, dir)?);
+        }
+    }
+    let results = Results { schema: RESULTS_SCHEMA, suite: plan.suite.clone(), measurements, nfs_read: nfs, vms };
     write_json(&dir.join(RESULTS_FILE), &results)?;
     Ok(Analysis { dir: dir.to_path_buf(), plan, record, results })
 }

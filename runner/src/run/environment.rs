@@ -192,13 +192,20 @@ pub enum KernelOrigin {
 /// One root filesystem.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RootfsInfo {
-    /// Recipe name.
+    /// Its name: the recipe, with the suite's extra packages (`bookworm-nfs+fio`).
     pub name: String,
-    /// SHA-256 of `images/rootfs/<name>.yaml`.
+    /// Recipe name (`images/rootfs/<recipe>.yaml`).
+    #[serde(default)]
+    pub recipe: String,
+    /// Extra packages the suite asked for on top of the recipe.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_packages: Vec<String>,
+    /// SHA-256 of `images/rootfs/<recipe>.yaml`.
     pub recipe_sha256: String,
     /// Cache key (recipe, overlay files and initramfs `/init`).
     pub cache_key: String,
-    /// `package → version` for [`GUEST_PACKAGES`] installed in the image.
+    /// `package → version` for [`GUEST_PACKAGES`] and the extra packages installed in
+    /// the image.
     pub packages: BTreeMap<String, String>,
     /// Where the versions were read.
     pub packages_source: String,
@@ -269,21 +276,27 @@ pub fn collect(
             origin,
         });
     }
-    let mut names: Vec<&String> = plan.vms.iter().map(|v| &v.rootfs).collect();
-    names.sort();
-    names.dedup();
+    let mut requests: Vec<_> = plan.vms.iter().map(|v| v.rootfs_request()).collect();
+    requests.sort();
+    requests.dedup();
     let mut rinfo = Vec::new();
-    for name in names {
-        let recipe = catalog.dir.join("rootfs").join(format!("{name}.yaml"));
+    for r in requests {
+        let name = r.id();
+        let recipe = catalog.dir.join("rootfs").join(format!("{}.yaml", r.recipe));
         let mut info = RootfsInfo {
             name: name.clone(),
+            recipe: r.recipe.clone(),
+            extra_packages: r.packages.clone(),
             recipe_sha256: file_sha256(&recipe).unwrap_or_default(),
-            cache_key: rootfs.get(name).map(|a| a.key.clone()).unwrap_or_default(),
+            cache_key: rootfs.get(&name).map(|a| a.key.clone()).unwrap_or_default(),
             packages: BTreeMap::new(),
             packages_source: "/var/lib/dpkg/status in the rootfs image (debugfs)".into(),
         };
-        match rootfs.get(name).map(|a| dpkg_status_of_image(&a.image)) {
-            Some(Ok(text)) => info.packages = installed_versions(&text, GUEST_PACKAGES),
+        // An extra package named `pkg/suite` is installed as `pkg`.
+        let extra: Vec<&str> = r.packages.iter().map(|p| p.split('/').next().unwrap_or(p)).collect();
+        let wanted: Vec<&str> = GUEST_PACKAGES.iter().copied().chain(extra).collect();
+        match rootfs.get(&name).map(|a| dpkg_status_of_image(&a.image)) {
+            Some(Ok(text)) => info.packages = installed_versions(&text, &wanted),
             Some(Err(e)) => notes.push(format!("guest package versions of rootfs {name}: {e}")),
             None => notes.push(format!("rootfs {name} was not resolved")),
         }

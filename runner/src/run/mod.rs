@@ -73,6 +73,16 @@ pub enum RunError {
         /// The step's timeout.
         timeout: Duration,
     },
+    /// A file to copy into a guest changed after the suite was checked.
+    #[error("{} changed since the suite was checked (SHA-256 {planned}, now {now}); run the suite again", path.display())]
+    FileChanged {
+        /// The file.
+        path: PathBuf,
+        /// Its hash when the suite was compiled.
+        planned: String,
+        /// Its hash now.
+        now: String,
+    },
     /// A JSON file of a run folder doesn't parse.
     #[error("{}: {message}", path.display())]
     Json {
@@ -352,7 +362,7 @@ async fn execute(
     let events = &opts.events;
     let t_img = Instant::now();
     let kernels: Vec<_> = plan.vms.iter().map(|v| v.kernel.clone()).collect();
-    let rootfs: Vec<String> = plan.vms.iter().map(|v| v.rootfs.clone()).collect();
+    let rootfs: Vec<_> = plan.vms.iter().map(|v| v.rootfs_request()).collect();
     let mut images = resolve_all(&kernels, &rootfs, cache, &opts.catalog, events).await;
     {
         let mut r = rec.record.lock().expect("not poisoned");
@@ -401,14 +411,15 @@ async fn execute(
             run_dir: &rec.dir,
             tmp_dir: &tmp_path,
             kernel: &images.kernels[&v.kernel.label()],
-            rootfs: &images.rootfs[&v.rootfs],
+            rootfs: &images.rootfs[&v.rootfs_request().id()],
             tap: &taps[i],
             accel: accel_for(v.accel),
         };
         let p = prepare::prepare_vm(v, &inputs)?;
         rec.record.lock().expect("not poisoned").vms.push(p.record);
         let vdir = rec.dir.join("vms").join(&v.name);
-        let vm = Vm::spawn(&p.config, ns, &vdir.join("qemu.stderr"))?;
+        let mut vm = Vm::spawn(&p.config, ns, &vdir.join("qemu.stderr"))?;
+        vm.set_env(&v.env);
         rec.set_vm(&v.name, |r| r.pid = Some(vm.pid() as u32));
         vms.push(vm);
         events(Event::VmStarted { vm: v.name.clone() });

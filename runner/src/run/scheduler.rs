@@ -91,6 +91,23 @@ async fn wait_deps(rx: &mut watch::Receiver<BTreeMap<Dependency, bool>>, st: &St
     Wait::Ready
 }
 
+/// The bytes a step reads on stdin: its text, or a host file (`files:`), which must
+/// still be what the suite was compiled with.
+///
+/// Errors: [`RunError::Io`] when the file can't be read, [`RunError::FileChanged`]
+/// when its SHA-256 is not the plan's.
+fn stdin_of(st: &StepPlan) -> Result<Option<Vec<u8>>, RunError> {
+    let Some(path) = &st.stdin_file else { return Ok(st.stdin.clone().map(String::into_bytes)) };
+    let bytes = std::fs::read(path).map_err(io_err("reading the file to copy", path))?;
+    if let StepKind::CopyFile { sha256, .. } = &st.kind {
+        let now = crate::infra::sha256_hex(&bytes);
+        if &now != sha256 {
+            return Err(RunError::FileChanged { path: path.clone(), planned: sha256.clone(), now });
+        }
+    }
+    Ok(Some(bytes))
+}
+
 /// What a kernel developer asks for first when a command hangs: the kernel log, and
 /// the stacks of the blocked (D-state) tasks (`sysrq-w`, which the kernel prints into
 /// that log). Run through the guest agent, which answers as long as the guest is
@@ -198,8 +215,18 @@ pub(super) async fn run_vm(
         rec.event(Event::StepStarted { vm: vp.name.clone(), step: st.name.clone() });
         rec.set_step(&vp.name, idx, |s| s.status = StepStatus::Running);
         rec.save()?;
+        let stdin = match stdin_of(st) {
+            Ok(s) => s,
+            Err(e) => {
+                rec.set_step(&vp.name, idx, |s| {
+                    s.status = StepStatus::Error;
+                    s.error = Some(e.to_string());
+                });
+                return Err(e);
+            }
+        };
         let t = Instant::now();
-        let result = vm.exec(&st.name, &st.script, st.stdin.clone().map(String::into_bytes), st.timeout).await;
+        let result = vm.exec(&st.name, &st.script, stdin, st.timeout).await;
         let took = t.elapsed();
         let status = match &result {
             Ok(r) if r.exit_code == Some(i64::from(st.expect_exit)) => StepStatus::Passed,
@@ -216,7 +243,7 @@ pub(super) async fn run_vm(
         // first) and the other VMs go on; this VM's later steps are skipped.
         let measured = matches!(st.kind, StepKind::Measure { .. });
         let diagnostics = match &result {
-            Err(VmError::StepTimeout { .. }) | Err(VmError::Exited { .. }) | Err(VmError::Agent { .. }) if measured => {
+            Err(VmError::StepTimeout { .. }) | Err(VmError::Exited(_)) | Err(VmError::Agent { .. }) if measured => {
                 Some(diagnose(vm, vp, idx, rec).await?)
             }
             _ => None,

@@ -574,6 +574,19 @@ impl SuiteFile {
         self.confine_to.as_deref()
     }
 
+    /// The same file with `spec` in place of its own (what validation checks after the
+    /// VMs' variants are expanded); locations still point into this file's text.
+    pub fn with_spec(&self, spec: SuiteSpec) -> SuiteFile {
+        SuiteFile {
+            path: self.path.clone(),
+            dir: self.dir.clone(),
+            text: self.text.clone(),
+            spec,
+            locations: self.locations.clone(),
+            confine_to: self.confine_to.clone(),
+        }
+    }
+
     /// Builds a located error for `key` (a key path), pointing at its value.
     pub fn error_at(&self, key: &str, message: impl Into<String>) -> Located {
         let pos = self.locations.value(key);

@@ -30,7 +30,7 @@ impl std::fmt::Display for Position {
 }
 
 /// Where each key path of a YAML document is, as found by a marked event parse.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Locations {
     /// key path → (position of the key, position of the value).
     entries: HashMap<String, (Position, Position)>,

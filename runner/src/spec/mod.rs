@@ -84,6 +84,9 @@ pub struct VmDefaults {
     /// Root filesystem recipe name under `images/rootfs/` (default `bookworm-nfs`).
     #[serde(default)]
     pub rootfs: Option<String>,
+    /// Extra Debian packages in every VM's rootfs (added to each VM's own `packages`).
+    #[serde(default)]
+    pub packages: Vec<String>,
 }
 
 /// Hardware acceleration for QEMU.
@@ -127,12 +130,39 @@ pub struct VmSpec {
     #[serde(default)]
     pub cmdline: Option<String>,
     /// A named guest profile under `images/profiles/<name>.sh`, run first once the
-    /// guest agent answers (e.g. `nfs-server-2.4.19`).
+    /// guest agent answers: `nfs-server-2.4.19`, or with parameters
+    /// `{name: nfs-server-modern, exports: [{path: /srv/export}], nfs_versions: ["3", "4.2"]}`.
     #[serde(default)]
-    pub profile: Option<String>,
+    pub profile: Option<ProfileSpec>,
     /// Network conditions of this guest's NIC, applied inside the guest before any step.
     #[serde(default)]
     pub net: Option<VmNetSpec>,
+    /// Extra Debian packages in this VM's rootfs (`fio`, `iperf3`, `gcc`, …; `name/suite`
+    /// for one from another suite of the recipe, e.g. `fio/bookworm-backports`). The
+    /// recipe with these packages is its own cache entry; the versions installed are
+    /// recorded (`environment.json`).
+    #[serde(default)]
+    pub packages: Vec<String>,
+    /// Kernel parameters (`sysctl -w`) applied before any step, e.g.
+    /// `{net.ipv4.ipfrag_time: 5}`; the values in force are printed back and recorded.
+    #[serde(default)]
+    pub sysctl: std::collections::BTreeMap<String, serde_yaml::Value>,
+    /// Files copied from the suite's folder into the guest (through the guest agent)
+    /// before any step.
+    #[serde(default)]
+    pub files: Vec<FileSpec>,
+    /// Environment variables of every command run in this guest (steps, measurements),
+    /// e.g. `{MOUNT_OPTIONS: "vers=4.2"}`: a measurement's commands read `$MOUNT_OPTIONS`.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Variants: this VM is expanded into one VM per combination of the axes' values
+    /// (their product, first axis slowest), named `<name>-<label>[-<label>…]` and given
+    /// the addresses after `address`. Axes: `kernel`, `cmdline`, `memory`, `cpus`,
+    /// `sysctl.<name>`, `net.egress.<field>`, `net.offloads`, `env.<NAME>`,
+    /// `nfs_read.mount_options`, `nfs_read.read_ahead_kb`. Values are a list (labels
+    /// derived from them) or a map `label: value`. See `crate::suite::variants`.
+    #[serde(default)]
+    pub variants: serde_yaml::Mapping,
     /// Commands to run in this guest, in order.
     #[serde(default)]
     pub steps: Vec<StepSpec>,
@@ -269,4 +299,92 @@ pub struct StepSpec {
     /// that is stable from run to run (e.g. `uname -r`).
     #[serde(default)]
     pub snapshot: bool,
+}
+
+/// A VM's `profile:`: a name (`profile: nfs-server-2.4.19`), or a name with parameters.
+/// Every parameter left out takes the profile's default from
+/// `images/profiles/<name>.yaml`; the values in force are recorded with the results.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ProfileSpec {
+    /// The profile (`images/profiles/<name>.sh`).
+    pub name: String,
+    /// NFS exports (`/etc/exports` lines). A server profile needs one: from here, or
+    /// `nfs_read.export` when the VM is `nfs_read.server`.
+    pub exports: Option<Vec<ExportSpec>>,
+    /// NFS versions the server serves, e.g. `["3", "4.2"]`.
+    pub nfs_versions: Option<Vec<String>>,
+    /// nfsd threads.
+    pub threads: Option<u32>,
+    /// `/proc/fs/nfsd/max_block_size`, bytes (the largest rsize/wsize clients get).
+    pub block_size: Option<u64>,
+    /// Serve NFS over UDP as well as TCP.
+    pub udp: Option<bool>,
+}
+
+/// The map form of [`ProfileSpec`] (what `deny_unknown_fields` checks).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileMap {
+    name: String,
+    #[serde(default)]
+    exports: Option<Vec<ExportSpec>>,
+    #[serde(default)]
+    nfs_versions: Option<Vec<String>>,
+    #[serde(default)]
+    threads: Option<u32>,
+    #[serde(default)]
+    block_size: Option<u64>,
+    #[serde(default)]
+    udp: Option<bool>,
+}
+
+impl<'de> Deserialize<'de> for ProfileSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ProfileSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a profile name, or a map with `name` and the profile's parameters")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ProfileSpec, E> {
+                Ok(ProfileSpec { name: v.to_string(), ..ProfileSpec::default() })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ProfileSpec, A::Error> {
+                let m = ProfileMap::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(ProfileSpec {
+                    name: m.name,
+                    exports: m.exports,
+                    nfs_versions: m.nfs_versions,
+                    threads: m.threads,
+                    block_size: m.block_size,
+                    udp: m.udp,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One NFS export of a server profile.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExportSpec {
+    /// The exported directory (absolute; created if missing).
+    pub path: String,
+    /// exports(5) options for every client (default: the profile's `export_options`).
+    #[serde(default)]
+    pub options: Option<String>,
+}
+
+/// A file copied into a guest (`files:`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FileSpec {
+    /// The file on the host, relative to the suite's folder (at most 1 MiB).
+    pub src: PathBuf,
+    /// Where it goes in the guest (absolute; its folder is created).
+    pub dest: String,
+    /// Its permission bits in octal, e.g. `"0755"` (default `"0644"`).
+    #[serde(default)]
+    pub mode: Option<String>,
 }

@@ -60,6 +60,10 @@ pub struct NfsReadSpec {
     /// `rsize` says. The value in force is recorded with every read either way.
     #[serde(default)]
     pub read_ahead_kb: Option<u32>,
+    /// Per-client read-ahead, KiB, overriding `read_ahead_kb` (what a
+    /// `nfs_read.read_ahead_kb` variant axis sets).
+    #[serde(default)]
+    pub client_read_ahead_kb: BTreeMap<String, u32>,
 }
 
 /// The measured file: `dd if=/dev/zero of=<export>/<name> bs=<block_size> count=<count>`.

@@ -6,17 +6,19 @@ use std::net::Ipv4Addr;
 
 use crate::infra::images::kernel::KernelSource;
 use crate::infra::images::{Catalog, DEFAULT_FLAVOUR, DEFAULT_ROOTFS};
+use std::collections::BTreeMap;
+
 use crate::plan::{
-    names, netem, shell_quote, Dependency, Plan, StepKind, StepPlan, VmPlan, DEFAULT_BOOT_TIMEOUT, DEFAULT_CPUS,
-    DEFAULT_MEMORY_MIB, DEFAULT_MTU, DEFAULT_STEP_TIMEOUT,
+    names, netem, shell_quote, Dependency, Export, FilePlan, Plan, ProfilePlan, ServerParams, StepKind, StepPlan,
+    VmPlan, DEFAULT_BOOT_TIMEOUT, DEFAULT_CPUS, DEFAULT_MEMORY_MIB, DEFAULT_MTU, DEFAULT_STEP_TIMEOUT,
 };
-use crate::spec::{Accel, SpecError};
+use crate::spec::{Accel, ProfileSpec, SpecError, SuiteSpec};
 use crate::suite::validate::Validated;
 
 /// Compiles a validated suite.
 ///
 /// Errors: [`SpecError::Read`] when a profile script can't be read.
-pub fn compile(v: Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> {
+pub fn compile(v: &Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> {
     let file = v.file();
     let s = &file.spec;
     let d = &s.defaults;
@@ -54,16 +56,54 @@ pub fn compile(v: Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> {
                 .origin(&format!("{key}.net")),
             );
         }
-        if let Some(p) = &vm.profile {
-            let script_path = &catalog.profiles[p];
+        let sysctl: BTreeMap<String, String> = vm.sysctl.iter().map(|(k, v)| (k.clone(), sysctl_value(v))).collect();
+        if !sysctl.is_empty() {
+            steps.push(
+                StepPlan::new(names::SYSCTL, sysctl_script(&sysctl), StepKind::Sysctl, step_timeout)
+                    .origin(&format!("{key}.sysctl")),
+            );
+        }
+        let mut files = Vec::new();
+        for (n, f) in vm.files.iter().enumerate() {
+            let src = file.resolve(&f.src);
+            let bytes = std::fs::read(&src).map_err(|e| SpecError::Read { path: src.clone(), source: e })?;
+            let mode = f.mode.as_deref().and_then(crate::suite::validate::parse_mode).unwrap_or(0o644);
+            let fp = FilePlan {
+                src,
+                dest: f.dest.clone(),
+                mode,
+                bytes: bytes.len() as u64,
+                sha256: crate::infra::sha256_hex(&bytes),
+            };
+            let mut step = StepPlan::new(
+                &names::copy_file(n + 1),
+                copy_file_script(&fp),
+                StepKind::CopyFile { dest: fp.dest.clone(), sha256: fp.sha256.clone() },
+                step_timeout,
+            )
+            .origin(&format!("{key}.files[{n}]"));
+            step.stdin_file = Some(fp.src.clone());
+            steps.push(step);
+            files.push(fp);
+        }
+        let profile = vm.profile.as_ref().map(|p| profile_plan(p, catalog, s, &vm.name));
+        if let Some(p) = &profile {
+            let script_path = &catalog.profiles[&p.name];
             let text = std::fs::read_to_string(script_path)
                 .map_err(|e| SpecError::Read { path: script_path.clone(), source: e })?;
-            let export = crate::scenarios::nfs_read::export_of(s, &vm.name);
+            // The parameters reach the script as its environment, each value one word.
+            let env: Vec<String> =
+                p.params.iter().flat_map(ServerParams::env).map(|(k, v)| format!("{k}={}", shell_quote(&v))).collect();
+            let script = if env.is_empty() {
+                "exec /bin/sh -s".to_string()
+            } else {
+                format!("exec env {} /bin/sh -s", env.join(" "))
+            };
             steps.push(
                 StepPlan::new(
-                    &names::profile(p),
-                    format!("exec /bin/sh -s -- {}", shell_quote(&export)),
-                    StepKind::Profile { profile: p.clone() },
+                    &names::profile(&p.name),
+                    script,
+                    StepKind::Profile { profile: p.name.clone() },
                     step_timeout,
                 )
                 .stdin(text)
@@ -82,6 +122,12 @@ pub fn compile(v: Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> {
             name: vm.name.clone(),
             kernel,
             rootfs: vm.rootfs.clone().or_else(|| d.rootfs.clone()).unwrap_or_else(|| DEFAULT_ROOTFS.into()),
+            packages: {
+                let mut p: Vec<String> = d.packages.iter().chain(&vm.packages).cloned().collect();
+                p.sort();
+                p.dedup();
+                p
+            },
             address: vm.address,
             memory_mib: vm.memory.or(d.memory).unwrap_or(DEFAULT_MEMORY_MIB),
             cpus: vm.cpus.or(d.cpus).unwrap_or(DEFAULT_CPUS),
@@ -89,6 +135,10 @@ pub fn compile(v: Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> {
             boot_timeout: vm.boot_timeout.or(d.boot_timeout).unwrap_or(DEFAULT_BOOT_TIMEOUT),
             cmdline: vm.cmdline.clone(),
             net: vm.net.clone(),
+            env: vm.env.clone(),
+            sysctl,
+            files,
+            profile,
             steps,
         });
     }
@@ -138,4 +188,56 @@ pub fn compile(v: Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> {
         measurements,
         nfs_read,
     })
+}
+
+/// The profile `p` of VM `vm` with every parameter in force: the suite's, else the
+/// profile's defaults; a server's exports are `p.exports` plus, when the VM is
+/// `nfs_read.server`, `nfs_read.export` (validated: a server profile has at least one).
+fn profile_plan(p: &ProfileSpec, catalog: &Catalog, suite: &SuiteSpec, vm: &str) -> ProfilePlan {
+    let params = catalog.profile_params.get(&p.name).map(|d| {
+        let mut exports: Vec<Export> = Vec::new();
+        if let Some(path) = crate::scenarios::nfs_read::export_of(suite, vm) {
+            exports.push(Export { path, options: d.export_options.clone() });
+        }
+        for e in p.exports.iter().flatten() {
+            let options = e.options.clone().unwrap_or_else(|| d.export_options.clone());
+            exports.push(Export { path: e.path.clone(), options });
+        }
+        ServerParams {
+            exports,
+            nfs_versions: p.nfs_versions.clone().unwrap_or_else(|| d.nfs_versions.clone()),
+            threads: p.threads.unwrap_or(d.threads),
+            block_size: p.block_size.or(d.block_size),
+            udp: p.udp.unwrap_or(d.udp),
+        }
+    });
+    ProfilePlan { name: p.name.clone(), params }
+}
+
+/// A sysctl value as `sysctl -w` takes it (booleans as 1/0).
+fn sysctl_value(v: &serde_yaml::Value) -> String {
+    match v {
+        serde_yaml::Value::Bool(b) => if *b { "1" } else { "0" }.to_string(),
+        other => crate::measure::scalar_text(other),
+    }
+}
+
+/// Sets each of `sysctl` and prints the values in force (`name = value` lines, what
+/// `sysctl NAME` prints), which the results keep.
+fn sysctl_script(sysctl: &BTreeMap<String, String>) -> String {
+    let mut s = String::from("set -e\n");
+    for (k, v) in sysctl {
+        s.push_str(&format!("sysctl -q -w {}\n", shell_quote(&format!("{k}={v}"))));
+    }
+    let names: Vec<String> = sysctl.keys().map(|k| shell_quote(k)).collect();
+    s.push_str(&format!("sysctl {}\n", names.join(" ")));
+    s
+}
+
+/// Writes its stdin to `f.dest` (making the folder), sets the mode, and prints the
+/// written file's SHA-256 (`sha256sum`), which the results compare with the host's.
+fn copy_file_script(f: &FilePlan) -> String {
+    let dest = shell_quote(&f.dest);
+    let dir = shell_quote(f.dest.rsplit_once('/').map_or("/", |(d, _)| if d.is_empty() { "/" } else { d }));
+    format!("set -e\nmkdir -p {dir}\ncat > {dest}\nchmod {:o} {dest}\nsha256sum {dest}\n", f.mode)
 }

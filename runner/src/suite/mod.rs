@@ -7,6 +7,7 @@
 
 pub mod compile;
 pub mod validate;
+pub mod variants;
 
 use std::path::Path;
 
@@ -32,8 +33,8 @@ pub enum LoadError {
 /// [`SpecError::Read`] when a profile script can't be read.
 pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
     let valid = validate::validate(file, catalog)?;
-    let plan = compile::compile(valid, catalog)?;
-    validate::validate_plan(file, &plan)?;
+    let plan = compile::compile(&valid, catalog)?;
+    validate::validate_plan(file, &valid, &plan)?;
     Ok(plan)
 }
 
@@ -75,7 +76,7 @@ pub fn images_of(
             Ok((plan, _)) => suites.push(crate::infra::images::gc::SuiteImages {
                 suite: plan.suite.clone(),
                 file: f.clone(),
-                vms: plan.vms.into_iter().map(|v| (v.kernel, v.rootfs)).collect(),
+                vms: plan.vms.into_iter().map(|v| (v.rootfs_request(), v.kernel)).map(|(r, k)| (k, r)).collect(),
             }),
             Err(e) => {
                 let first = e.to_string().lines().find(|l| !l.trim().is_empty()).unwrap_or_default().trim().to_string();

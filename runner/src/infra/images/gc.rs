@@ -72,8 +72,8 @@ pub struct SuiteImages {
     pub suite: String,
     /// Its file.
     pub file: PathBuf,
-    /// Each VM's kernel and rootfs recipe.
-    pub vms: Vec<(KernelSource, String)>,
+    /// Each VM's kernel and rootfs.
+    pub vms: Vec<(KernelSource, super::rootfs::RootfsRequest)>,
 }
 
 /// What the `suites` (and the pins of `catalog`) need; `problems` are the suites that
@@ -114,13 +114,13 @@ pub fn scan(catalog: &Catalog, suites: &[SuiteImages], problems: Vec<String>) ->
     for s in suites {
         for (kernel, rootfs) in &s.vms {
             add_kernel(&mut u, kernel, Some(&s.suite), None);
-            match super::rootfs::rootfs_key(catalog, rootfs) {
+            match super::rootfs::rootfs_key_with(catalog, rootfs) {
                 Ok(key) => {
                     let id = ("rootfs".to_string(), key);
-                    u.what.entry(id.clone()).or_insert_with(|| format!("rootfs {rootfs}"));
+                    u.what.entry(id.clone()).or_insert_with(|| format!("rootfs {}", rootfs.id()));
                     u.suites.entry(id).or_default().insert(s.suite.clone());
                 }
-                Err(e) => u.problems.push(format!("{}: rootfs {rootfs}: {e}", s.file.display())),
+                Err(e) => u.problems.push(format!("{}: rootfs {}: {e}", s.file.display(), rootfs.id())),
             }
         }
     }

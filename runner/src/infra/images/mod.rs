@@ -170,6 +170,32 @@ pub struct Catalog {
     pub rootfs: BTreeMap<String, (RootfsRecipe, String)>,
     /// Guest profiles by name → script path.
     pub profiles: BTreeMap<String, PathBuf>,
+    /// The parameters of the profiles that take some (`profiles/<name>.yaml`).
+    pub profile_params: BTreeMap<String, ProfileParams>,
+}
+
+/// A server profile's parameters with their defaults (`images/profiles/<name>.yaml`).
+/// The runner hands every one to the profile's script as an environment variable
+/// (`VMREPRO_EXPORTS`, `VMREPRO_NFS_VERSIONS`, `VMREPRO_NFSD_THREADS`,
+/// `VMREPRO_BLOCK_SIZE`, `VMREPRO_UDP`); the values in force are recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileParams {
+    /// What the profile sets up, in a sentence.
+    pub description: String,
+    /// NFS versions served by default, e.g. `["3", "4.0", "4.1", "4.2"]`.
+    pub nfs_versions: Vec<String>,
+    /// The versions a suite may ask for (default: any of 2, 3, 4, 4.0, 4.1, 4.2).
+    #[serde(default)]
+    pub nfs_versions_allowed: Option<Vec<String>>,
+    /// nfsd threads.
+    pub threads: u32,
+    /// `/proc/fs/nfsd/max_block_size`, bytes; `None`: the kernel's.
+    pub block_size: Option<u64>,
+    /// Serve UDP as well as TCP.
+    pub udp: bool,
+    /// exports(5) options of an export that gives none.
+    pub export_options: String,
 }
 
 /// The default rootfs recipe name.
@@ -224,17 +250,31 @@ impl Catalog {
         }
 
         let mut profiles = BTreeMap::new();
+        let mut profile_params = BTreeMap::new();
         let pdir = dir.join("profiles");
         if let Ok(rd) = std::fs::read_dir(&pdir) {
             for entry in rd.flatten() {
                 let p = entry.path();
                 if p.extension().is_some_and(|e| e == "sh") {
                     let name = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+                    let params = p.with_extension("yaml");
+                    if params.is_file() {
+                        let defaults: ProfileParams =
+                            serde_yaml::from_str(&read(&params)?).map_err(|e| recipe_err(&params, e))?;
+                        profile_params.insert(name.clone(), defaults);
+                    }
                     profiles.insert(name, p);
                 }
             }
         }
-        Ok(Catalog { dir: dir.to_path_buf(), kernels: manifest.kernels, sources: manifest.sources, rootfs, profiles })
+        Ok(Catalog {
+            dir: dir.to_path_buf(),
+            kernels: manifest.kernels,
+            sources: manifest.sources,
+            rootfs,
+            profiles,
+            profile_params,
+        })
     }
 
     /// The pinned kernel for `series` and `flavour`.

@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::kernel::{resolve_kernel, KernelArtifact, KernelSource};
-use super::rootfs::{resolve_rootfs, RootfsArtifact};
+use super::rootfs::{resolve_rootfs, RootfsArtifact, RootfsRequest};
 use super::{Cache, CacheOutcome, Catalog, ImageError};
 use crate::events::{Event, EventSink};
 
@@ -29,7 +29,7 @@ pub struct ImageRecord {
 pub struct Resolved {
     /// Kernels by [`KernelSource::label`].
     pub kernels: HashMap<String, KernelArtifact>,
-    /// Root filesystems by recipe name.
+    /// Root filesystems by [`RootfsRequest::id`].
     pub rootfs: HashMap<String, RootfsArtifact>,
     /// One record per image that resolved, in request order (root filesystems first).
     pub records: Vec<ImageRecord>,
@@ -42,7 +42,7 @@ pub struct Resolved {
 /// Never fails as a whole: each image's error is in [`Resolved::failures`].
 pub async fn resolve_all(
     kernels: &[KernelSource],
-    rootfs: &[String],
+    rootfs: &[RootfsRequest],
     cache: &Cache,
     catalog: &Catalog,
     events: &EventSink,
@@ -53,7 +53,7 @@ pub async fn resolve_all(
             unique_kernels.push(k.clone());
         }
     }
-    let mut unique_rootfs: Vec<String> = Vec::new();
+    let mut unique_rootfs: Vec<RootfsRequest> = Vec::new();
     for r in rootfs {
         if !unique_rootfs.contains(r) {
             unique_rootfs.push(r.clone());
@@ -67,12 +67,12 @@ pub async fn resolve_all(
     let mut jobs: Vec<(String, String, Job)> = Vec::new();
     for r in unique_rootfs {
         let (cache, catalog) = (cache.clone(), catalog.clone());
-        let name = r.clone();
+        let id = r.id();
         jobs.push((
-            format!("rootfs {r}"),
-            r,
+            format!("rootfs {id}"),
+            id,
             Box::new(move || {
-                let (a, o) = resolve_rootfs(&cache, &catalog, &name)?;
+                let (a, o) = resolve_rootfs(&cache, &catalog, &r)?;
                 let key = a.key.clone();
                 Ok((Artifact::Rootfs(a), key, o))
             }),

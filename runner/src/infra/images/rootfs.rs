@@ -23,7 +23,7 @@ const ROOTFS_FORMAT: &str = "vmrepro-rootfs-v2";
 /// A built rootfs.
 #[derive(Debug, Clone)]
 pub struct RootfsArtifact {
-    /// Recipe name.
+    /// Recipe name, with its extra packages (`bookworm-nfs+fio`, see [`RootfsRequest::id`]).
     pub name: String,
     /// Cache entry folder.
     pub dir: PathBuf,
@@ -38,8 +38,44 @@ pub struct RootfsArtifact {
     pub hold: std::sync::Arc<super::cache::EntryHold>,
 }
 
+/// A rootfs to resolve: a recipe, plus packages a suite asks for on top of it (each
+/// set of extra packages is its own cache entry).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RootfsRequest {
+    /// Recipe name (`images/rootfs/<recipe>.yaml`).
+    pub recipe: String,
+    /// Extra Debian packages, sorted and without duplicates (`name` or `name/suite`).
+    pub packages: Vec<String>,
+}
+
+impl RootfsRequest {
+    /// The recipe with `packages` on top (sorted and deduplicated here).
+    pub fn new(recipe: &str, packages: &[String]) -> RootfsRequest {
+        let mut packages = packages.to_vec();
+        packages.sort();
+        packages.dedup();
+        RootfsRequest { recipe: recipe.to_string(), packages }
+    }
+
+    /// Its name in progress lines, records and maps: `bookworm-nfs`, or
+    /// `bookworm-nfs+fio+iperf3`.
+    pub fn id(&self) -> String {
+        std::iter::once(self.recipe.as_str())
+            .chain(self.packages.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join("+")
+    }
+}
+
 /// The cache key of a rootfs recipe: every input's bytes.
 pub fn rootfs_key(catalog: &Catalog, name: &str) -> Result<String, ImageError> {
+    rootfs_key_with(catalog, &RootfsRequest::new(name, &[]))
+}
+
+/// The cache key of a recipe with extra packages: the recipe's inputs and the packages
+/// (none: the plain recipe's key).
+pub fn rootfs_key_with(catalog: &Catalog, request: &RootfsRequest) -> Result<String, ImageError> {
+    let name = request.recipe.as_str();
     let (recipe, text) = catalog.rootfs.get(name).ok_or_else(|| ImageError::Recipe {
         path: catalog.dir.join("rootfs").join(format!("{name}.yaml")),
         message: "no such rootfs recipe".into(),
@@ -53,6 +89,9 @@ pub fn rootfs_key(catalog: &Catalog, name: &str) -> Result<String, ImageError> {
     }
     let init = catalog.dir.join("initramfs/init");
     material.extend_from_slice(&std::fs::read(&init).map_err(ImageError::io("reading initramfs init", &init))?);
+    if !request.packages.is_empty() {
+        material.extend_from_slice(format!("\nextra packages: {}\n", request.packages.join(",")).as_bytes());
+    }
     Ok(sha256_hex(&material))
 }
 
@@ -63,14 +102,14 @@ pub fn rootfs_key(catalog: &Catalog, name: &str) -> Result<String, ImageError> {
 pub fn resolve_rootfs(
     cache: &Cache,
     catalog: &Catalog,
-    name: &str,
+    request: &RootfsRequest,
 ) -> Result<(RootfsArtifact, CacheOutcome), ImageError> {
-    let key = rootfs_key(catalog, name)?;
-    let (recipe, _) = &catalog.rootfs[name];
-    let (dir, outcome, hold) =
-        cache.get_or_build_held("rootfs", &key, |tmp| build(catalog, recipe, tmp, cache.cancel_flag()))?;
+    let key = rootfs_key_with(catalog, request)?;
+    let (recipe, _) = &catalog.rootfs[&request.recipe];
+    let (dir, outcome, hold) = cache
+        .get_or_build_held("rootfs", &key, |tmp| build(catalog, recipe, &request.packages, tmp, cache.cancel_flag()))?;
     let art = RootfsArtifact {
-        name: name.to_string(),
+        name: request.id(),
         image: dir.join("rootfs.ext4"),
         initramfs_base: dir.join("initramfs-base.cpio"),
         dir,
@@ -104,7 +143,13 @@ cp "$stage/usr/bin/busybox" "$VMREPRO_OUT/busybox"
 mkfs.ext4 -q -F -L vmrepro-root -E root_owner=0:0 -d "$stage" "$VMREPRO_IMAGE"
 "#;
 
-fn build(catalog: &Catalog, recipe: &RootfsRecipe, out: &Path, cancel: &CancelFlag) -> Result<(), ImageError> {
+fn build(
+    catalog: &Catalog,
+    recipe: &RootfsRecipe,
+    extra: &[String],
+    out: &Path,
+    cancel: &CancelFlag,
+) -> Result<(), ImageError> {
     let mirror = super::debian::archive_url()?;
     // As root, mmdebstrap chroots; as an ordinary user it works in a user namespace
     // that maps the rootfs's users onto our subordinate ids (checked first, so a
@@ -120,7 +165,7 @@ fn build(catalog: &Catalog, recipe: &RootfsRecipe, out: &Path, cancel: &CancelFl
     let log = out.join("mmdebstrap.log");
     let mut mm = Command::new("mmdebstrap");
     mm.arg(format!("--variant={}", recipe.variant))
-        .arg(format!("--include={}", recipe.packages.join(",")))
+        .arg(format!("--include={}", recipe.packages.iter().chain(extra).cloned().collect::<Vec<_>>().join(",")))
         .arg(if rootless { "--mode=unshare" } else { "--mode=root" })
         .arg(&recipe.distribution)
         .arg(&tar)

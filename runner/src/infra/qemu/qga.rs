@@ -56,14 +56,23 @@ impl Qga {
         }
     }
 
-    /// Starts `path args…` with `stdin` and captured output; returns the guest PID.
-    pub async fn spawn(&self, path: &str, args: &[String], stdin: Option<Vec<u8>>) -> std::io::Result<i64> {
+    /// Starts `path args…` with `stdin` and captured output, in an environment of
+    /// `PATH`, `LC_ALL=C` and `env` (`NAME=value` each); returns the guest PID.
+    pub async fn spawn(
+        &self,
+        path: &str,
+        args: &[String],
+        stdin: Option<Vec<u8>>,
+        env: &[String],
+    ) -> std::io::Result<i64> {
+        let mut environment = vec!["PATH=/usr/sbin:/usr/bin:/sbin:/bin".to_string(), "LC_ALL=C".to_string()];
+        environment.extend(env.iter().cloned());
         let r = self
             .service
             .execute(qga::guest_exec {
                 path: path.to_string(),
                 arg: Some(args.to_vec()),
-                env: Some(vec!["PATH=/usr/sbin:/usr/bin:/sbin:/bin".into(), "LC_ALL=C".into()]),
+                env: Some(environment),
                 input_data: stdin,
                 capture_output: Some(qga::GuestExecCaptureOutput::flag(true)),
             })

@@ -43,24 +43,8 @@ pub enum VmError {
         source: std::io::Error,
     },
     /// QEMU exited while we were waiting on it (guest panic, QEMU error, killed).
-    #[error("VM {vm}: QEMU exited ({status}) {during}{}; QEMU said: {}\nlast console lines:\n{console}",
-        panic.as_ref().map(|p| format!(" (the guest kernel panicked: {p})")).unwrap_or_default(),
-        if qemu_stderr.trim().is_empty() { "nothing" } else { qemu_stderr.as_str() })]
-    Exited {
-        /// VM name.
-        vm: String,
-        /// Exit status text, e.g. `exit status: 0` or `signal: 9 (SIGKILL)`.
-        status: String,
-        /// What we were waiting for.
-        during: String,
-        /// QEMU's own stderr (last lines).
-        qemu_stderr: String,
-        /// Console tail.
-        console: String,
-        /// The console's `Kernel panic - …` line, wherever it is in the log (a panic's
-        /// stack trace can push it out of the tail).
-        panic: Option<String>,
-    },
+    #[error("{0}")]
+    Exited(Box<QemuExit>),
     /// The guest agent didn't answer within `boot_timeout`.
     #[error("VM {vm}: guest agent did not answer within boot_timeout ({}s)\nlast console lines:\n{console}", timeout.as_secs())]
     BootTimeout {
@@ -91,6 +75,27 @@ pub enum VmError {
     },
 }
 
+/// How QEMU ended while we waited on it ([`VmError::Exited`]).
+#[derive(Debug, thiserror::Error)]
+#[error("VM {vm}: QEMU exited ({status}) {during}{}; QEMU said: {}\nlast console lines:\n{console}",
+    panic.as_ref().map(|p| format!(" (the guest kernel panicked: {p})")).unwrap_or_default(),
+    if qemu_stderr.trim().is_empty() { "nothing" } else { qemu_stderr.as_str() })]
+pub struct QemuExit {
+    /// VM name.
+    pub vm: String,
+    /// Exit status text, e.g. `exit status: 0` or `signal: 9 (SIGKILL)`.
+    pub status: String,
+    /// What we were waiting for.
+    pub during: String,
+    /// QEMU's own stderr (last lines).
+    pub qemu_stderr: String,
+    /// Console tail.
+    pub console: String,
+    /// The console's `Kernel panic - …` line, wherever it is in the log (a panic's stack
+    /// trace can push it out of the tail).
+    pub panic: Option<String>,
+}
+
 /// One QEMU guest.
 #[derive(Debug)]
 pub struct Vm {
@@ -103,6 +108,8 @@ pub struct Vm {
     config: QemuConfig,
     stderr_log: PathBuf,
     exit: Option<std::process::ExitStatus>,
+    /// `NAME=value` added to the environment of every command run in the guest.
+    env: Vec<String>,
 }
 
 /// The guest's and the host's wall clocks at one moment, nanoseconds since the epoch.
@@ -150,6 +157,7 @@ impl Vm {
             config: config.clone(),
             stderr_log: stderr_log.to_path_buf(),
             exit: None,
+            env: Vec::new(),
         })
     }
 
@@ -193,14 +201,14 @@ impl Vm {
 
     /// The [`VmError::Exited`] for exit status `st`.
     fn exited(&self, st: std::process::ExitStatus, during: &str) -> VmError {
-        VmError::Exited {
+        VmError::Exited(Box::new(QemuExit {
             vm: self.name.clone(),
             status: st.to_string(),
             during: during.to_string(),
             qemu_stderr: tail(&std::fs::read_to_string(&self.stderr_log).unwrap_or_default(), 5),
             console: self.console_tail(CONSOLE_TAIL_LINES),
             panic: self.console_panic(),
-        }
+        }))
     }
 
     /// The last `Kernel panic - …` line of the serial console, trimmed of its timestamp.
@@ -303,6 +311,12 @@ impl Vm {
         Some(ClockSample { host_ns: host, guest_ns: guest })
     }
 
+    /// Adds `NAME=value` pairs to the environment of every command run in the guest
+    /// from now on (a VM's `env:`).
+    pub fn set_env(&mut self, env: &std::collections::BTreeMap<String, String>) {
+        self.env = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    }
+
     /// Runs `script` with `/bin/sh -c` in the guest (stdin from `stdin`), waiting up to
     /// `timeout`. `step` names it in errors.
     ///
@@ -324,7 +338,7 @@ impl Vm {
             return Err(VmError::Agent { vm: self.name.clone(), source: std::io::Error::other("not connected") });
         };
         let argv = ["-c".to_string(), script.to_string()];
-        let spawn = tokio::time::timeout(timeout, qga.spawn("/bin/sh", &argv, stdin));
+        let spawn = tokio::time::timeout(timeout, qga.spawn("/bin/sh", &argv, stdin, &self.env));
         let pid = match or_exit(&mut self.child, spawn).await {
             Ok(Ok(Ok(pid))) => pid,
             Ok(Ok(Err(e))) => return Err(self.agent_error(e, &during).await),

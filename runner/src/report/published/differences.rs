@@ -11,6 +11,13 @@ use crate::run::record::read_json;
 use crate::run::{RunError, PLAN_FILE};
 use crate::spec::{Accel, VmNetSpec};
 
+impl PlanVm {
+    /// Its rootfs with the extra packages (`bookworm-nfs+fio`).
+    pub fn rootfs_id(&self) -> String {
+        crate::infra::images::rootfs::RootfsRequest::new(&self.rootfs, &self.packages).id()
+    }
+}
+
 /// What the report needs of a VM in `plan.json`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct PlanVm {
@@ -20,6 +27,9 @@ pub struct PlanVm {
     pub kernel: String,
     /// Rootfs recipe.
     pub rootfs: String,
+    /// Extra packages in its rootfs.
+    #[serde(default)]
+    pub packages: Vec<String>,
     /// Address on the bridge.
     pub address: String,
     /// Memory, MiB.
@@ -110,7 +120,7 @@ pub fn environment_differences(a: &Analysis, vms: &[PlanVm], base: &str, cand: &
     d.extend(diff("requested accel", format!("{:?}", x.accel).to_lowercase(), format!("{:?}", y.accel).to_lowercase()));
     let used = |n: &str| a.record.vm(n).map(|v| format!("{:?}", v.accel).to_lowercase()).unwrap_or_default();
     d.extend(diff("accel used", used(base), used(cand)));
-    d.extend(diff("rootfs", x.rootfs.clone(), y.rootfs.clone()));
+    d.extend(diff("rootfs", x.rootfs_id(), y.rootfs_id()));
     d.extend(diff(
         "kernel command line",
         x.cmdline.clone().unwrap_or_else(|| "(none added)".into()),

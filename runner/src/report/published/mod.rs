@@ -210,9 +210,14 @@ fn userspace_section(_a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -
     match env {
         Some(e) if !e.rootfs.is_empty() => {
             for rf in &e.rootfs {
-                let users: Vec<&str> = vms.iter().filter(|v| v.rootfs == rf.name).map(|v| v.name.as_str()).collect();
+                let users: Vec<&str> =
+                    vms.iter().filter(|v| v.rootfs_id() == rf.name).map(|v| v.name.as_str()).collect();
                 let mut t = format!("rootfs {} (used by {})\n", rf.name, users.join(", "));
-                t.push_str(&format!("  recipe images/rootfs/{}.yaml sha256 {}\n", rf.name, rf.recipe_sha256));
+                let recipe = if rf.recipe.is_empty() { &rf.name } else { &rf.recipe };
+                t.push_str(&format!("  recipe images/rootfs/{recipe}.yaml sha256 {}\n", rf.recipe_sha256));
+                if !rf.extra_packages.is_empty() {
+                    t.push_str(&format!("  extra packages {}\n", rf.extra_packages.join(", ")));
+                }
                 t.push_str(&format!("  cache key (recipe, overlay, init) {}\n", rf.cache_key));
                 if rf.packages.is_empty() {
                     t.push_str("  package versions: not recorded\n");

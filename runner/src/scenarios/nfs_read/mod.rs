@@ -35,8 +35,6 @@ use crate::spec::SuiteSpec;
 pub const SCENARIO: &str = "nfs_read";
 /// Default NFS mount point on clients.
 pub const DEFAULT_MOUNT_POINT: &str = "/mnt/home";
-/// Export of a server profile when no `nfs_read` names one.
-pub const DEFAULT_EXPORT: &str = "/srv/export";
 /// Section of the `/proc/mounts` line of the client's mount.
 pub const RECORD_MOUNT: &str = "mount";
 /// Section of the mount's read-ahead, KiB.
@@ -44,15 +42,10 @@ pub const RECORD_READ_AHEAD: &str = "read-ahead";
 /// Section of the bytes `wc -c` counted in the file.
 pub const RECORD_BYTES: &str = "bytes";
 
-/// The export a server profile on VM `vm` sets up: `nfs_read.export` when `vm` is the
-/// scenario's server, else [`DEFAULT_EXPORT`].
-pub fn export_of(suite: &SuiteSpec, vm: &str) -> String {
-    suite
-        .nfs_read
-        .as_ref()
-        .filter(|n| n.server == vm)
-        .map(|n| clean_export(&n.export))
-        .unwrap_or_else(|| DEFAULT_EXPORT.into())
+/// The export the scenario needs on VM `vm`: `nfs_read.export` when `vm` is the
+/// scenario's server.
+pub fn export_of(suite: &SuiteSpec, vm: &str) -> Option<String> {
+    suite.nfs_read.as_ref().filter(|n| n.server == vm).map(|n| clean_export(&n.export))
 }
 
 fn clean_export(export: &str) -> String {
@@ -81,6 +74,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         mount_options: n.mount_options.clone().unwrap_or_else(|| "defaults".into()),
         client_mount_options: n.client_mount_options.clone(),
         read_ahead_kb: n.read_ahead_kb,
+        client_read_ahead_kb: n.client_read_ahead_kb.clone(),
     };
     let scenario = || StepKind::Scenario { scenario: SCENARIO.into() };
 
@@ -134,7 +128,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
                 m = shell_quote(&mp),
                 e = shell_quote(&export),
             );
-            if let Some(kb) = plan.read_ahead_kb {
+            if let Some(kb) = plan.read_ahead_of(c) {
                 setup.push_str(&format!(" && echo {kb} > {bdi}"));
             }
             MeasuredVm {
@@ -147,9 +141,16 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
             }
         })
         .collect();
-    let mut checks = vec![Check { section: RECORD_BYTES.into(), expect: Expect::Equals(plan.file_bytes.to_string()) }];
-    if let Some(kb) = plan.read_ahead_kb {
-        checks.push(Check { section: RECORD_READ_AHEAD.into(), expect: Expect::Equals(kb.to_string()) });
+    let mut checks =
+        vec![Check { section: RECORD_BYTES.into(), only: None, expect: Expect::Equals(plan.file_bytes.to_string()) }];
+    for c in &plan.clients {
+        if let Some(kb) = plan.read_ahead_of(c) {
+            checks.push(Check {
+                section: RECORD_READ_AHEAD.into(),
+                only: Some(c.clone()),
+                expect: Expect::Equals(kb.to_string()),
+            });
+        }
     }
     let m = MeasurementPlan {
         name: names::NFS_READ_MEASUREMENT.into(),

@@ -116,7 +116,7 @@ pub(super) fn check_kernel(
 
 /// What a path in a suite must name: a regular file or a folder (with what it is for).
 #[derive(Debug, Clone, Copy)]
-enum Want {
+pub(super) enum Want {
     /// A regular, readable file.
     File(&'static str),
     /// A folder.
@@ -147,7 +147,7 @@ fn kind_of(meta: &std::fs::Metadata) -> &'static str {
 /// Why the host path `p` (from the suite) can't be used as `want`, or `None`. Says what
 /// the path is and what it should be; with [`SuiteFile::confine_to`] set, also refuses
 /// a path that resolves (symbolic links followed) outside that folder.
-fn host_path_problem(file: &SuiteFile, p: &Path, want: Want) -> Option<String> {
+pub(super) fn host_path_problem(file: &SuiteFile, p: &Path, want: Want) -> Option<String> {
     let full = file.resolve(p);
     let shown = full.display();
     let relative = if p.is_relative() { " (relative paths start at the suite's folder)" } else { "" };
@@ -196,7 +196,7 @@ fn host_path_problem(file: &SuiteFile, p: &Path, want: Want) -> Option<String> {
 }
 
 /// `p` with `.` and `..` components folded without touching the filesystem.
-fn lexically_normal(p: &Path) -> PathBuf {
+pub(super) fn lexically_normal(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {

@@ -4,12 +4,15 @@
 //! the types can't express. Every rule yields a [`ValidationError`] naming the key path
 //! it is about, so the error can show the line.
 
+mod extras;
+pub use extras::parse_mode;
 mod graph;
 pub mod guest;
 mod kernel;
 mod measure;
 mod netem;
 pub mod nfs_read;
+mod profile;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -241,17 +244,8 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
         if let Some(r) = &vm.rootfs {
             rootfs_exists(&mut errs, catalog, &format!("{k}.rootfs"), r);
         }
-        if let Some(p) = &vm.profile {
-            if !catalog.profiles.contains_key(p) {
-                let known = catalog.profiles.keys().cloned().collect::<Vec<_>>().join(", ");
-                errs.push(ValidationError::Unknown {
-                    key: format!("{k}.profile"),
-                    what: "profile",
-                    value: p.clone(),
-                    hint: format!(" (known: {known})"),
-                });
-            }
-        }
+        profile::check(&mut errs, catalog, s, vm, &k);
+        extras::check(&mut errs, file, catalog, s, vm, &k);
         kernel::check_kernel(&mut errs, file, catalog, &format!("{k}.kernel"), &vm.kernel);
         if let Some(line) = &vm.cmdline {
             let cidr = format!("{}/{}", vm.address, subnet.prefix_len());
@@ -421,17 +415,21 @@ fn rootfs_exists(errs: &mut Vec<ValidationError>, catalog: &Catalog, key: &str, 
     }
 }
 
-/// A suite that passed [`validate`]: the only way to [`crate::plan::compile`] one.
-#[derive(Debug, Clone, Copy)]
+/// A suite that passed [`validate`]: the only way to [`crate::suite::compile::compile`] one.
+#[derive(Debug)]
 pub struct Validated<'a> {
-    file: &'a SuiteFile,
+    /// The suite with its VMs' variants expanded (what is compiled).
+    file: SuiteFile,
+    /// Where the expanded suite's keys come from in the file as written.
+    map: crate::suite::variants::KeyMap,
     catalog: &'a Catalog,
 }
 
 impl<'a> Validated<'a> {
-    /// The suite file.
-    pub fn file(&self) -> &'a SuiteFile {
-        self.file
+    /// The suite, its VMs' variants expanded into plain VMs (see
+    /// [`crate::suite::variants`]).
+    pub fn file(&self) -> &SuiteFile {
+        &self.file
     }
 
     /// The pinned Debian kernel a VM names (validated to exist).
@@ -445,27 +443,46 @@ impl<'a> Validated<'a> {
     }
 }
 
-/// Runs [`check`]; broken rules become one located [`SpecError`].
-pub fn validate<'a>(file: &'a SuiteFile, catalog: &'a Catalog) -> Result<Validated<'a>, SpecError> {
-    located(file, check(file, catalog))?;
-    Ok(Validated { file, catalog })
+/// Expands the VMs' variants ([`crate::suite::variants`]) and runs [`check`] on the
+/// plain suite that results; broken rules become one located [`SpecError`], pointing
+/// into the file as written.
+pub fn validate<'a>(file: &SuiteFile, catalog: &'a Catalog) -> Result<Validated<'a>, SpecError> {
+    let (expanded, map) = match crate::suite::variants::expand(&file.spec) {
+        Ok(x) => x,
+        Err(errs) => {
+            located(file, errs, None)?;
+            unreachable!("expand returns errors only with some")
+        }
+    };
+    let expanded = file.with_spec(expanded);
+    located(file, check(&expanded, catalog), Some(&map))?;
+    Ok(Validated { file: expanded, map, catalog })
 }
 
 /// Checks what only the compiled plan shows: every `after` target exists, no wait can
 /// never end (see [`check_graph`]), and every generated script fits in one exec
-/// argument ([`guest::check_plan_scripts`]).
-pub fn validate_plan(file: &SuiteFile, plan: &Plan) -> Result<(), SpecError> {
-    let mut errs = check_graph(&file.spec, plan);
+/// argument ([`guest::check_plan_scripts`]). `file` is the suite as written.
+pub fn validate_plan(file: &SuiteFile, valid: &Validated<'_>, plan: &Plan) -> Result<(), SpecError> {
+    let mut errs = check_graph(&valid.file.spec, plan);
     errs.extend(guest::check_plan_scripts(plan));
-    located(file, errs)
+    located(file, errs, Some(&valid.map))
 }
 
-fn located(file: &SuiteFile, errs: Vec<ValidationError>) -> Result<(), SpecError> {
+fn located(
+    file: &SuiteFile,
+    errs: Vec<ValidationError>,
+    map: Option<&crate::suite::variants::KeyMap>,
+) -> Result<(), SpecError> {
     if errs.is_empty() {
         return Ok(());
     }
     // Only the problems shown are located (locating one reads the text up to its line).
     let shown = errs.iter().take(crate::spec::load::MAX_PROBLEMS + 1);
-    let problems = shown.map(|e| file.error_at(e.key(), e.to_string())).collect();
+    let problems = shown
+        .map(|e| {
+            let key = map.map_or_else(|| e.key().to_string(), |m| m.remap(e.key()));
+            file.error_at(&key, e.to_string())
+        })
+        .collect();
     Err(SpecError::Invalid(crate::spec::load::capped(problems, errs.len())))
 }

@@ -20,7 +20,7 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             hint: String::new(),
         }),
         Some(v) => {
-            let exports = v.profile.as_deref().is_some_and(|p| p.starts_with("nfs-server"));
+            let exports = v.profile.as_ref().is_some_and(|p| p.name.starts_with("nfs-server"));
             if !exports {
                 let known = catalog
                     .profiles
@@ -97,17 +97,29 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             });
         }
     }
-    if let Some(kb) = n.read_ahead_kb {
+    let per_client = n.client_read_ahead_kb.iter().map(|(c, kb)| (format!("nfs_read.client_read_ahead_kb.{c}"), *kb));
+    for (key, kb) in n.read_ahead_kb.map(|kb| ("nfs_read.read_ahead_kb".to_string(), kb)).into_iter().chain(per_client)
+    {
         // The kernel keeps read-ahead in pages (4 KiB on x86-64) and reads back the
         // rounded value, so another value would fail the scenario's own check.
         if kb > limits::READ_AHEAD_KB || kb % 4 != 0 {
             errs.push(ValidationError::OutOfRange {
-                key: "nfs_read.read_ahead_kb".into(),
+                key,
                 value: format!("{kb} KiB"),
                 range: format!(
                     "0 to {} KiB, in whole 4 KiB pages; the kernel rounds other values down",
                     limits::READ_AHEAD_KB
                 ),
+            });
+        }
+    }
+    for c in n.client_read_ahead_kb.keys() {
+        if !n.clients.contains(c) {
+            errs.push(ValidationError::Unknown {
+                key: format!("nfs_read.client_read_ahead_kb.{c}"),
+                what: "client",
+                value: c.clone(),
+                hint: " among nfs_read.clients".into(),
             });
         }
     }

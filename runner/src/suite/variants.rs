@@ -1,0 +1,656 @@
+//! Variants: one VM definition expanded over the values of one or more axes, the way
+//! the kernel test robot's (LKP) job files expand their parameter lists.
+//!
+//! ```yaml
+//! vms:
+//!   - name: client
+//!     kernel: { debian: "6.1" }
+//!     address: 10.85.0.10                 # variants take 10.85.0.10, .11, …
+//!     variants:
+//!       env.VERS: ["3", "4.2"]            # list: labels derived from the values
+//!       nfs_read.read_ahead_kb: { ra128k: 128, ra15m: 15360 }   # map: label → value
+//! ```
+//!
+//! gives four VMs, `client-3-ra128k`, `client-3-ra15m`, `client-4-2-ra128k`,
+//! `client-4-2-ra15m` (the first axis varies slowest), at 10.85.0.10–13. A list value's
+//! label is its text in lowercase with every run of other characters than letters and
+//! digits made one `-` (`vers=4.2` → `vers-4-2`; a map such as `{debian: "6.1"}` → its
+//! values', `6-1`; an empty text → `none`). Names are stable: they depend only on the
+//! suite. Wherever the suite names the VM (`nfs_read.clients`, `measure[].on`, `after`,
+//! `net.egress.to`, `{netem: …}`), every variant is meant; as a baseline, the first.
+//!
+//! Axes (each sets what the VM's key of the same name would):
+//!
+//! | axis | values |
+//! |---|---|
+//! | `kernel` | kernel maps (`{debian: "6.12"}`, `{source: …}`) |
+//! | `cmdline` | text appended to the VM's `cmdline` |
+//! | `memory`, `cpus` | numbers |
+//! | `sysctl.<name>` | the sysctl's value |
+//! | `net.egress.<field>` | a netem field (`delay`, `loss`, `rate`, …) |
+//! | `net.offloads` | `true`/`false` |
+//! | `env.<NAME>` | text, in the environment of every command of the VM |
+//! | `nfs_read.mount_options` | the client's `mount -o` options |
+//! | `nfs_read.read_ahead_kb` | the client's read-ahead, KiB |
+//!
+//! Validation expands the variants first and checks the plain suite that results; a
+//! problem of a variant is reported at the VM's key or at the axis value that caused it
+//! ([`KeyMap`]).
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use serde_yaml::Value;
+
+use super::validate::{limits, ValidationError};
+use crate::spec::{SuiteSpec, VmSpec};
+
+/// Most values of one axis.
+pub const MAX_VALUES: usize = 16;
+
+/// One axis of a VM's variants.
+#[derive(Debug, Clone, PartialEq)]
+enum Axis {
+    Kernel,
+    Cmdline,
+    Memory,
+    Cpus,
+    Sysctl(String),
+    NetEgress(String),
+    NetOffloads,
+    Env(String),
+    NfsMountOptions,
+    NfsReadAhead,
+}
+
+/// The axes a suite may name, for messages.
+const AXES: &str = "kernel, cmdline, memory, cpus, sysctl.<name>, net.egress.<field>, net.offloads, env.<NAME>, nfs_read.mount_options, nfs_read.read_ahead_kb";
+
+impl Axis {
+    fn parse(name: &str) -> Option<Axis> {
+        Some(match name {
+            "kernel" => Axis::Kernel,
+            "cmdline" => Axis::Cmdline,
+            "memory" => Axis::Memory,
+            "cpus" => Axis::Cpus,
+            "net.offloads" => Axis::NetOffloads,
+            "nfs_read.mount_options" => Axis::NfsMountOptions,
+            "nfs_read.read_ahead_kb" => Axis::NfsReadAhead,
+            _ => {
+                if let Some(s) = name.strip_prefix("sysctl.").filter(|s| !s.is_empty()) {
+                    Axis::Sysctl(s.to_string())
+                } else if let Some(f) = name.strip_prefix("net.egress.").filter(|f| !f.is_empty()) {
+                    Axis::NetEgress(f.to_string())
+                } else if let Some(e) = name.strip_prefix("env.").filter(|e| !e.is_empty()) {
+                    Axis::Env(e.to_string())
+                } else {
+                    return None;
+                }
+            }
+        })
+    }
+
+    /// The key (below `vms[i]`) of what this axis sets, for errors found on a variant.
+    fn field(&self) -> String {
+        match self {
+            Axis::Kernel => "kernel".into(),
+            Axis::Cmdline => "cmdline".into(),
+            Axis::Memory => "memory".into(),
+            Axis::Cpus => "cpus".into(),
+            Axis::Sysctl(s) => format!("sysctl.{s}"),
+            Axis::NetEgress(f) => format!("net.egress.{f}"),
+            Axis::NetOffloads => "net.offloads".into(),
+            Axis::Env(e) => format!("env.{e}"),
+            Axis::NfsMountOptions | Axis::NfsReadAhead => String::new(),
+        }
+    }
+}
+
+/// One value of an axis.
+#[derive(Debug, Clone)]
+struct AxisValue {
+    label: String,
+    value: Value,
+    /// Its key path (`vms[1].variants.kernel[0]`, or `….kernel.v6-1` in a map).
+    key: String,
+}
+
+/// Where a key path of the expanded suite comes from in the suite as written.
+#[derive(Debug, Clone, Default)]
+pub struct KeyMap {
+    /// Expanded VM index → (the VM's index as written, `[(field below the VM, the key
+    /// of the axis value that set it)]`).
+    vms: BTreeMap<usize, (usize, Vec<(String, String)>)>,
+    /// A rewritten list's key (`nfs_read.clients`) → expanded index → index as written.
+    lists: BTreeMap<String, Vec<usize>>,
+}
+
+impl KeyMap {
+    /// The key as written for `key` of the expanded suite (unchanged when it is not about
+    /// a variant or a rewritten list).
+    pub fn remap(&self, key: &str) -> String {
+        if let Some(rest) = key.strip_prefix("vms[") {
+            if let Some((idx, tail)) = rest.split_once(']') {
+                if let Some((orig, fields)) = idx.parse::<usize>().ok().and_then(|j| self.vms.get(&j)) {
+                    for (field, axis_key) in fields {
+                        if !field.is_empty() && (tail == format!(".{field}") || tail.starts_with(&format!(".{field}.")))
+                        {
+                            return axis_key.clone();
+                        }
+                    }
+                    return format!("vms[{orig}]{tail}");
+                }
+            }
+        }
+        for (list, map) in &self.lists {
+            if let Some(rest) = key.strip_prefix(list.as_str()).and_then(|r| r.strip_prefix('[')) {
+                if let Some((idx, tail)) = rest.split_once(']') {
+                    if let Some(orig) = idx.parse::<usize>().ok().and_then(|n| map.get(n)) {
+                        return format!("{list}[{orig}]{tail}");
+                    }
+                }
+            }
+        }
+        key.to_string()
+    }
+}
+
+/// The axes of VM `vm` (index `i`), or the errors of its `variants:` block.
+fn axes(vm: &VmSpec, i: usize) -> Result<Vec<(Axis, Vec<AxisValue>)>, Vec<ValidationError>> {
+    let mut out = Vec::new();
+    let mut errs = Vec::new();
+    for (name, values) in &vm.variants {
+        let name = match name {
+            Value::String(s) => s.clone(),
+            other => crate::measure::scalar_text(other),
+        };
+        let key = format!("vms[{i}].variants.{name}");
+        let Some(axis) = Axis::parse(&name) else {
+            errs.push(ValidationError::Rule { key, message: format!("{name:?} is not a variant axis (axes: {AXES})") });
+            continue;
+        };
+        let vals: Vec<AxisValue> = match values {
+            Value::Sequence(seq) => seq
+                .iter()
+                .enumerate()
+                .map(|(k, v)| AxisValue { label: label_of(v), value: v.clone(), key: format!("{key}[{k}]") })
+                .collect(),
+            Value::Mapping(m) => m
+                .iter()
+                .map(|(l, v)| {
+                    let label = crate::measure::scalar_text(l);
+                    AxisValue { key: format!("{key}.{label}"), label, value: v.clone() }
+                })
+                .collect(),
+            _ => {
+                errs.push(ValidationError::Rule {
+                    key,
+                    message: "an axis takes a list of values, or a map from label to value".into(),
+                });
+                continue;
+            }
+        };
+        if vals.is_empty() || vals.len() > MAX_VALUES {
+            errs.push(ValidationError::OutOfRange {
+                key: key.clone(),
+                value: format!("{} values", vals.len()),
+                range: format!("1 to {MAX_VALUES}"),
+            });
+        }
+        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+        for v in &vals {
+            let ok = !v.label.is_empty()
+                && v.label.len() <= 16
+                && v.label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !v.label.starts_with('-')
+                && !v.label.ends_with('-');
+            if !ok {
+                errs.push(ValidationError::Rule {
+                    key: v.key.clone(),
+                    message: format!(
+                        "{:?} can't label a variant (lowercase letters, digits and '-', at most 16 characters; give the values as a map `label: value` to choose)",
+                        v.label
+                    ),
+                });
+            } else if let Some(first) = seen.insert(&v.label, &v.key) {
+                errs.push(ValidationError::Rule {
+                    key: v.key.clone(),
+                    message: format!(
+                        "label {:?} is also the label of {first}; give the values as a map `label: value`",
+                        v.label
+                    ),
+                });
+            }
+        }
+        out.push((axis, vals));
+    }
+    if errs.is_empty() {
+        Ok(out)
+    } else {
+        Err(errs)
+    }
+}
+
+/// A value's derived label (see the module docs).
+fn label_of(v: &Value) -> String {
+    let text = match v {
+        Value::Mapping(m) => m.values().map(label_of).filter(|l| l != "none").collect::<Vec<_>>().join("-"),
+        Value::Sequence(s) => s.iter().map(label_of).collect::<Vec<_>>().join("-"),
+        other => crate::measure::scalar_text(other),
+    };
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let out = out.trim_matches('-').to_string();
+    if out.is_empty() {
+        "none".into()
+    } else {
+        out
+    }
+}
+
+/// The plain suite `spec`'s variants expand into, and where its keys come from; or the
+/// errors of the `variants:` blocks (the suite is not expanded then).
+pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationError>> {
+    let mut errs = Vec::new();
+    let mut all_axes = Vec::new();
+    for (i, vm) in spec.vms.iter().enumerate() {
+        match axes(vm, i) {
+            Ok(a) => all_axes.push(a),
+            Err(e) => {
+                errs.extend(e);
+                all_axes.push(vec![]);
+            }
+        }
+    }
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    if all_axes.iter().all(Vec::is_empty) {
+        return Ok((spec.clone(), KeyMap::default()));
+    }
+    let total: usize = all_axes.iter().map(|a| a.iter().map(|(_, v)| v.len()).product::<usize>()).sum();
+    if total > limits::VMS {
+        let key = all_axes.iter().position(|a| !a.is_empty()).map_or("vms".into(), |i| format!("vms[{i}].variants"));
+        return Err(vec![ValidationError::OutOfRange {
+            key,
+            value: format!("{total} VMs with the variants expanded"),
+            range: format!("at most {} VMs in a suite", limits::VMS),
+        }]);
+    }
+    let mut out = spec.clone();
+    out.vms.clear();
+    let mut map = KeyMap::default();
+    // base name → its variants' names, in order.
+    let mut expanded_names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut nfs_mount: BTreeMap<String, String> = BTreeMap::new();
+    let mut nfs_ra: BTreeMap<String, u32> = BTreeMap::new();
+    for (i, (vm, axes)) in spec.vms.iter().zip(&all_axes).enumerate() {
+        if axes.is_empty() {
+            map.vms.insert(out.vms.len(), (i, vec![]));
+            out.vms.push(VmSpec { variants: Default::default(), ..vm.clone() });
+            continue;
+        }
+        if spec.nfs_read.as_ref().is_some_and(|n| n.server == vm.name) {
+            errs.push(ValidationError::Rule {
+                key: format!("vms[{i}].variants"),
+                message: format!(
+                    "VM {} is nfs_read's server: one server serves every client, so it has no variants",
+                    vm.name
+                ),
+            });
+            continue;
+        }
+        let combos = product(axes);
+        let mut names = Vec::new();
+        for (n, combo) in combos.iter().enumerate() {
+            let mut v = VmSpec { variants: Default::default(), ..vm.clone() };
+            v.name =
+                format!("{}-{}", vm.name, combo.iter().map(|(_, av)| av.label.as_str()).collect::<Vec<_>>().join("-"));
+            v.address = match u32::from(vm.address).checked_add(n as u32) {
+                Some(a) => Ipv4Addr::from(a),
+                None => {
+                    errs.push(ValidationError::Rule {
+                        key: format!("vms[{i}].address"),
+                        message: format!(
+                            "{} variants need {} addresses after {}",
+                            combos.len(),
+                            combos.len(),
+                            vm.address
+                        ),
+                    });
+                    break;
+                }
+            };
+            let mut fields = Vec::new();
+            for (axis, av) in combo {
+                if let Err(e) = apply(&mut v, axis, &av.value, &mut nfs_mount, &mut nfs_ra) {
+                    errs.push(ValidationError::Rule { key: av.key.clone(), message: e });
+                }
+                fields.push((axis.field(), av.key.clone()));
+            }
+            map.vms.insert(out.vms.len(), (i, fields));
+            names.push(v.name.clone());
+            out.vms.push(v);
+        }
+        expanded_names.insert(vm.name.clone(), names);
+    }
+    errs.extend(collisions(spec, &out, &map, &all_axes));
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    rewrite_references(&mut out, &expanded_names, &mut map, nfs_mount, nfs_ra);
+    Ok((out, map))
+}
+
+/// The names and addresses a variant VM of `out` shares with another VM, each reported at
+/// the `variants:` block of `spec` that generated it (duplicates between VMs as written
+/// are left to the suite checker, which reports them at the VMs' own keys).
+fn collisions(
+    spec: &SuiteSpec,
+    out: &SuiteSpec,
+    map: &KeyMap,
+    all_axes: &[Vec<(Axis, Vec<AxisValue>)>],
+) -> Vec<ValidationError> {
+    let origin = |j: usize| map.vms.get(&j).map_or(j, |(o, _)| *o);
+    let generated = |j: usize| !all_axes[origin(j)].is_empty();
+    let whose = |x: usize| {
+        if generated(x) {
+            format!("the variant {} of vms[{}]", out.vms[x].name, origin(x))
+        } else {
+            format!("vms[{}] ({})", origin(x), out.vms[x].name)
+        }
+    };
+    let mut errs = Vec::new();
+    let mut reported = std::collections::BTreeSet::new();
+    for (j, a) in out.vms.iter().enumerate() {
+        for (k, b) in out.vms.iter().enumerate().skip(j + 1) {
+            let (variant, other) = if generated(k) {
+                (k, j)
+            } else if generated(j) {
+                (j, k)
+            } else {
+                continue;
+            };
+            let (o, v) = (origin(variant), &out.vms[variant]);
+            let message = if a.name == b.name {
+                format!("generates the VM name {}, which {} also has; rename one of them", v.name, whose(other))
+            } else if a.address == b.address {
+                let n = (0..out.vms.len()).filter(|&x| origin(x) == o).count();
+                format!(
+                    "its {n} variants take {n} addresses from {} up, and {} is also the address of {}; give vms[{o}] an address followed by {n} free ones",
+                    spec.vms[o].address,
+                    v.address,
+                    whose(other),
+                )
+            } else {
+                continue;
+            };
+            if reported.insert((o, message.clone())) {
+                errs.push(ValidationError::Rule { key: format!("vms[{o}].variants"), message });
+            }
+        }
+    }
+    errs
+}
+
+/// Every combination of the axes' values, the first axis varying slowest.
+fn product(axes: &[(Axis, Vec<AxisValue>)]) -> Vec<Vec<(Axis, AxisValue)>> {
+    let mut out: Vec<Vec<(Axis, AxisValue)>> = vec![vec![]];
+    for (axis, values) in axes {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                values.iter().map(move |v| {
+                    let mut c = prefix.clone();
+                    c.push((axis.clone(), v.clone()));
+                    c
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// Sets what `axis` sets on the variant `v` to `value`; a value of the wrong kind is an
+/// error in words.
+fn apply(
+    v: &mut VmSpec,
+    axis: &Axis,
+    value: &Value,
+    nfs_mount: &mut BTreeMap<String, String>,
+    nfs_ra: &mut BTreeMap<String, u32>,
+) -> Result<(), String> {
+    let text = |value: &Value| -> Result<String, String> {
+        match value {
+            Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(crate::measure::scalar_text(value)),
+            _ => Err("this axis takes plain values (text or numbers)".into()),
+        }
+    };
+    match axis {
+        Axis::Kernel => {
+            v.kernel = serde_yaml::from_value(value.clone()).map_err(|e| format!("not a kernel: {e}"))?;
+        }
+        Axis::Cmdline => {
+            let extra = text(value)?;
+            v.cmdline = match (v.cmdline.take(), extra.is_empty()) {
+                (c, true) => c,
+                (Some(c), false) => Some(format!("{c} {extra}")),
+                (None, false) => Some(extra),
+            };
+        }
+        Axis::Memory => v.memory = Some(value.as_u64().ok_or("memory is a whole number of MiB")?),
+        Axis::Cpus => {
+            v.cpus = Some(value.as_u64().and_then(|c| u32::try_from(c).ok()).ok_or("cpus is a whole number")?)
+        }
+        Axis::Sysctl(name) => {
+            text(value)?;
+            v.sysctl.insert(name.clone(), value.clone());
+        }
+        Axis::NetEgress(field) => {
+            let net = v.net.get_or_insert_with(Default::default);
+            let mut egress = serde_yaml::to_value(net.egress.clone().unwrap_or_default()).map_err(|e| e.to_string())?;
+            if let Value::Mapping(m) = &mut egress {
+                m.insert(Value::String(field.clone()), value.clone());
+            }
+            net.egress = Some(serde_yaml::from_value(egress).map_err(|e| format!("net.egress.{field}: {e}"))?);
+        }
+        Axis::NetOffloads => {
+            let b = value.as_bool().ok_or("net.offloads is true or false")?;
+            v.net.get_or_insert_with(Default::default).offloads = Some(b);
+        }
+        Axis::Env(name) => {
+            v.env.insert(name.clone(), text(value)?);
+        }
+        Axis::NfsMountOptions => {
+            nfs_mount.insert(v.name.clone(), text(value)?);
+        }
+        Axis::NfsReadAhead => {
+            let kb =
+                value.as_u64().and_then(|k| u32::try_from(k).ok()).ok_or("read_ahead_kb is a whole number of KiB")?;
+            nfs_ra.insert(v.name.clone(), kb);
+        }
+    }
+    Ok(())
+}
+
+/// Makes every reference to a VM with variants name all of its variants (its first as
+/// a baseline), recording in `map` how rewritten lists' indices relate.
+fn rewrite_references(
+    s: &mut SuiteSpec,
+    names: &BTreeMap<String, Vec<String>>,
+    map: &mut KeyMap,
+    nfs_mount: BTreeMap<String, String>,
+    nfs_ra: BTreeMap<String, u32>,
+) {
+    let list = |list: &[String], key: &str, map: &mut KeyMap| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut idx = Vec::new();
+        for (n, x) in list.iter().enumerate() {
+            match names.get(x) {
+                Some(vs) => {
+                    for v in vs {
+                        out.push(v.clone());
+                        idx.push(n);
+                    }
+                }
+                None => {
+                    out.push(x.clone());
+                    idx.push(n);
+                }
+            }
+        }
+        map.lists.insert(key.to_string(), idx);
+        out
+    };
+    // `after` entries: `vm` or `vm/step`; extra variants are added at the end, so the
+    // entries as written keep their indices.
+    let after = |after: &[String]| -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut extra = Vec::new();
+        for a in after {
+            let (vm, step) = match a.split_once('/') {
+                Some((v, s)) => (v, Some(s)),
+                None => (a.as_str(), None),
+            };
+            match names.get(vm) {
+                Some(vs) => {
+                    let with = |v: &String| step.map_or(v.clone(), |s| format!("{v}/{s}"));
+                    out.push(with(&vs[0]));
+                    extra.extend(vs[1..].iter().map(with));
+                }
+                None => out.push(a.clone()),
+            }
+        }
+        out.extend(extra);
+        out
+    };
+    let first = |x: &str| names.get(x).map_or(x.to_string(), |vs| vs[0].clone());
+    let expand_map = |m: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+        m.iter()
+            .flat_map(|(k, v)| {
+                names.get(k).cloned().unwrap_or_else(|| vec![k.clone()]).into_iter().map(move |n| (n, v.clone()))
+            })
+            .collect()
+    };
+    for (i, vm) in s.vms.iter_mut().enumerate() {
+        for st in &mut vm.steps {
+            st.after = after(&st.after);
+        }
+        if let Some(e) = vm.net.as_mut().and_then(|n| n.egress.as_mut()) {
+            e.to = list(&e.to, &format!("vms[{i}].net.egress.to"), map);
+        }
+    }
+    if let Some(n) = &mut s.nfs_read {
+        n.clients = list(&n.clients, "nfs_read.clients", map);
+        n.baseline = n.baseline.as_deref().map(first);
+        n.client_mount_options = expand_map(&n.client_mount_options);
+        n.client_mount_options.extend(nfs_mount);
+        n.client_setup = expand_map(&n.client_setup);
+        let ra: BTreeMap<String, u32> = n
+            .client_read_ahead_kb
+            .iter()
+            .flat_map(|(k, v)| {
+                names.get(k).cloned().unwrap_or_else(|| vec![k.clone()]).into_iter().map(move |n| (n, *v))
+            })
+            .collect();
+        n.client_read_ahead_kb = ra;
+        n.client_read_ahead_kb.extend(nfs_ra);
+    }
+    for (m, spec) in s.measure.iter_mut().enumerate() {
+        spec.on = list(&spec.on, &format!("measure[{m}].on"), map);
+        spec.baseline = spec.baseline.as_deref().map(first);
+        spec.after = after(&spec.after);
+        let mut observe = Vec::new();
+        for o in &spec.observe {
+            match o {
+                crate::spec::measure::ObserverSpec::Netem(vm) if names.contains_key(vm) => {
+                    observe.extend(names[vm].iter().map(|v| crate::spec::measure::ObserverSpec::Netem(v.clone())))
+                }
+                other => observe.push(other.clone()),
+            }
+        }
+        spec.observe = observe;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn suite(yaml: &str) -> SuiteSpec {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn labels_are_derived_from_values() {
+        assert_eq!(label_of(&Value::from("vers=4.2")), "vers-4-2");
+        assert_eq!(label_of(&Value::from(15360)), "15360");
+        assert_eq!(label_of(&Value::from("")), "none");
+        let k: Value = serde_yaml::from_str(r#"{debian: "6.12"}"#).unwrap();
+        assert_eq!(label_of(&k), "6-12");
+    }
+
+    #[test]
+    fn a_vm_expands_over_the_product_and_references_follow() {
+        let s = suite(
+            r#"
+name: t
+network: { subnet: 10.85.0.0/24 }
+vms:
+  - { name: server, kernel: { debian: "6.1" }, address: 10.85.0.1, profile: nfs-server-modern }
+  - name: client
+    kernel: { debian: "6.1" }
+    address: 10.85.0.10
+    variants:
+      env.VERS: ["3", "4.2"]
+      nfs_read.read_ahead_kb: { ra128k: 128, ra15m: 15360 }
+nfs_read:
+  server: server
+  export: /srv/export
+  file: { name: f, block_size: 1000, count: 1 }
+  clients: [client]
+  baseline: client
+measure:
+  - { name: m, on: [client], run: "true", after: [client/x] }
+"#,
+        );
+        let (e, map) = expand(&s).unwrap();
+        let names: Vec<&str> = e.vms.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["server", "client-3-ra128k", "client-3-ra15m", "client-4-2-ra128k", "client-4-2-ra15m"]);
+        assert_eq!(e.vms[4].address, "10.85.0.13".parse::<Ipv4Addr>().unwrap());
+        assert_eq!(e.vms[3].env["VERS"], "4.2");
+        let n = e.nfs_read.as_ref().unwrap();
+        assert_eq!(n.clients.len(), 4);
+        assert_eq!(n.baseline.as_deref(), Some("client-3-ra128k"));
+        assert_eq!(n.client_read_ahead_kb["client-4-2-ra15m"], 15360);
+        assert_eq!(e.measure[0].on.len(), 4);
+        assert_eq!(
+            e.measure[0].after,
+            ["client-3-ra128k/x", "client-3-ra15m/x", "client-4-2-ra128k/x", "client-4-2-ra15m/x"]
+        );
+        // Keys of the expanded suite point back at what was written.
+        assert_eq!(map.remap("vms[3].address"), "vms[1].address");
+        assert_eq!(map.remap("vms[3].env.VERS"), "vms[1].variants.env.VERS[1]");
+        assert_eq!(map.remap("nfs_read.clients[3]"), "nfs_read.clients[0]");
+        assert_eq!(map.remap("vms[0].profile"), "vms[0].profile");
+    }
+
+    #[test]
+    fn too_many_vms_and_unknown_axes_are_refused() {
+        let many = suite(
+            "name: t\nnetwork: { subnet: 10.85.0.0/24 }\nvms:\n  - name: c\n    kernel: { debian: \"6.1\" }\n    address: 10.85.0.10\n    variants: { memory: [256, 384, 512, 640, 768], cpus: [1, 2, 3, 4] }\n",
+        );
+        let err = expand(&many).unwrap_err();
+        assert!(err[0].to_string().contains("20 VMs"), "{err:?}");
+        let bad = suite(
+            "name: t\nnetwork: { subnet: 10.85.0.0/24 }\nvms:\n  - name: c\n    kernel: { debian: \"6.1\" }\n    address: 10.85.0.10\n    variants: { kernal: [a] }\n",
+        );
+        assert_eq!(expand(&bad).unwrap_err()[0].key(), "vms[0].variants.kernal");
+    }
+}
