@@ -324,7 +324,8 @@ pub fn verdict_text(cmp: &Comparison, speed: bool) -> String {
     }
 }
 
-/// The value of metric `name` in iteration `i`.
+/// The value of metric `name` in iteration `i`: GNU time's figures, a derived metric,
+/// or a counter's change over `run` (a counter first seen after `run` counts from 0).
 pub fn metric_value(name: &str, i: &IterationResult) -> Option<f64> {
     match name {
         "elapsed_s" => i.elapsed_s,
@@ -338,7 +339,13 @@ pub fn metric_value(name: &str, i: &IterationResult) -> Option<f64> {
                 let a = i.raw.after.counters.get(other);
                 match (b, a) {
                     (Some(b), Some(a)) => Some(*a as f64 - *b as f64),
-                    _ => i.changed_counters.get(other).map(|d| *d as f64),
+                    // Not in both readings: its delta, else (it appeared during `run`:
+                    // `netstat -s` leaves zero counters out) its value.
+                    _ => i
+                        .changed_counters
+                        .get(other)
+                        .map(|d| *d as f64)
+                        .or_else(|| i.appeared_counters.get(other).map(|v| *v as f64)),
                 }
             }
         },
@@ -506,4 +513,47 @@ fn analyse_iteration(
 /// The observer kinds whose derived metrics `m` reports, in table order.
 pub fn observer_kinds(m: &MeasurementPlan) -> Vec<ObserverKind> {
     ObserverKind::ALL.into_iter().filter(|k| m.observers.iter().any(|o| o.kind() == *k)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iteration() -> IterationResult {
+        IterationResult {
+            iteration: 1,
+            step: "m-1".into(),
+            status: StepStatus::Passed,
+            outcome: Outcome::Exited { status: 0 },
+            exit_status: Some(0),
+            elapsed_s: Some(2.5),
+            user_s: Some(0.1),
+            system_s: Some(0.4),
+            bytes: None,
+            throughput_mb_s: None,
+            metrics: BTreeMap::from([
+                ("rpc_retransmissions".to_string(), Some(7)),
+                ("udp_receive_errors".to_string(), None),
+            ]),
+            changed_counters: BTreeMap::from([("netstat.Tcp.InSegs".to_string(), 16569)]),
+            appeared_counters: BTreeMap::from([("netstat.TcpExt.TCPOFOQueue".to_string(), 1412)]),
+            remote: Vec::new(),
+            records: BTreeMap::new(),
+            counted: true,
+            raw: Raw::default(),
+        }
+    }
+
+    #[test]
+    fn metric_values_come_from_time_metrics_and_counters() {
+        let i = iteration();
+        assert_eq!(metric_value("elapsed_s", &i), Some(2.5));
+        assert_eq!(metric_value("system_s", &i), Some(0.4));
+        assert_eq!(metric_value("rpc_retransmissions", &i), Some(7.0));
+        assert_eq!(metric_value("udp_receive_errors", &i), None, "a derived metric that can't be known");
+        assert_eq!(metric_value("netstat.Tcp.InSegs", &i), Some(16569.0));
+        // `netstat -s` leaves zeros out: a counter first seen after `run` changed by its value.
+        assert_eq!(metric_value("netstat.TcpExt.TCPOFOQueue", &i), Some(1412.0));
+        assert_eq!(metric_value("netstat.TcpExt.NoSuchCounter", &i), None);
+    }
 }

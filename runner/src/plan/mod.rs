@@ -125,7 +125,8 @@ pub struct FilePlan {
     pub src: PathBuf,
     /// Where it goes in the guest.
     pub dest: String,
-    /// Its permission bits.
+    /// Its permission bits (in JSON and YAML as octal text, `"0755"`).
+    #[serde(with = "octal_mode")]
     pub mode: u32,
     /// Its size, bytes.
     pub bytes: u64,
@@ -414,5 +415,19 @@ mod tests {
             assert!(out.status.success(), "{s:?}: {}", String::from_utf8_lossy(&out.stderr));
             assert_eq!(String::from_utf8_lossy(&out.stdout), s, "{s:?} through {}", shell_quote(s));
         }
+    }
+}
+
+/// Permission bits as octal text (`"0755"`) in serialized plans.
+mod octal_mode {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(mode: &u32, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{mode:04o}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        let text = String::deserialize(d)?;
+        u32::from_str_radix(&text, 8).map_err(serde::de::Error::custom)
     }
 }

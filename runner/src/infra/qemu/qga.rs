@@ -12,6 +12,10 @@ use tokio::net::UnixStream;
 
 type Service = QapiService<QgaStreamTokio<WriteHalf<UnixStream>>>;
 
+/// `PATH` of every command run through the guest agent: Debian's default for root
+/// (`/etc/profile`), so programs a suite copies to `/usr/local/bin` with `files:` are found.
+pub const GUEST_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 /// A guest agent connection that has answered `guest-sync`.
 pub struct Qga {
     service: Service,
@@ -65,7 +69,7 @@ impl Qga {
         stdin: Option<Vec<u8>>,
         env: &[String],
     ) -> std::io::Result<i64> {
-        let mut environment = vec!["PATH=/usr/sbin:/usr/bin:/sbin:/bin".to_string(), "LC_ALL=C".to_string()];
+        let mut environment = vec![format!("PATH={GUEST_PATH}"), "LC_ALL=C".to_string()];
         environment.extend(env.iter().cloned());
         let r = self
             .service
