@@ -1,6 +1,7 @@
 //! The `vmrepro` command line: argument parsing, progress rendering and exit codes.
 //! `main.rs` only calls [`main`].
 
+mod bench;
 mod images;
 mod interactive;
 
@@ -128,11 +129,58 @@ enum Command {
         #[arg(required = true)]
         suites: Vec<PathBuf>,
     },
+    /// Measure the runner against a bare QEMU boot and split a suite's wall time into
+    /// phases (boots VMs; one at a time with other VM work, on a quiet machine).
+    ///
+    /// In one invocation, interleaved, `--reps` times: a bare `qemu-system-x86_64` boot
+    /// of the runner's kernel, initramfs and rootfs (same machine, accelerator, CPU,
+    /// memory), timed from QEMU's spawn until QEMU exits after the rootfs printed a
+    /// marker and powered off; vmrepro's boot of the same VM (a generated one-VM suite)
+    /// to "guest agent answered" and to "first command's output received"; a warm
+    /// resolution of `--suite`'s images. Then `--suite-reps` runs of `--suite`, split into
+    /// phases from run.json, and the scaling suite (an NFS server and N clients reading
+    /// 20 MB each) for each `--scale` N, with each QEMU's peak resident memory
+    /// (/proc/PID/status VmRSS and VmHWM). Prints Markdown tables (min / median / max;
+    /// seconds, MiB), or JSON with --json.
+    Bench(BenchArgs),
     /// Build, fetch or list images.
     Images {
         #[command(subcommand)]
         command: ImagesCommand,
     },
+}
+
+/// `vmrepro bench`'s options.
+#[derive(Debug, clap::Args)]
+struct BenchArgs {
+    /// Repetitions of the interleaved boot and warm-image measurements.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=100))]
+    reps: u16,
+    /// The suite whose images are resolved warm and whose runs are split into phases.
+    #[arg(long, default_value = "suites/nfs-read-100mb.yaml")]
+    suite: PathBuf,
+    /// Runs of --suite (0: skip).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(0..=20))]
+    suite_reps: u16,
+    /// Client counts of the scaling measurement, comma-separated (`--scale ''`: skip).
+    #[arg(long, default_value = "1,2,4,8", value_delimiter = ',')]
+    scale: Vec<String>,
+    /// Debian kernel series of the boot VM and of the scaling clients.
+    #[arg(long, default_value = "6.1")]
+    kernel: String,
+    /// Guest RAM of the boot VM and of the scaling clients, MiB.
+    #[arg(long, default_value_t = 384, value_parser = clap::value_parser!(u64).range(128..=16384))]
+    memory: u64,
+    /// Also build the boot VM's images (one Debian kernel and the rootfs) once into an
+    /// empty temp cache, and time it (minutes: mmdebstrap).
+    #[arg(long)]
+    cold: bool,
+    /// Where the suite's and the scaling suites' run folders go.
+    #[arg(long, default_value = "results")]
+    results: PathBuf,
+    /// Print the report as JSON instead of Markdown.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `--keep` values.
@@ -319,6 +367,7 @@ async fn dispatch(cli: Cli) -> i32 {
                 exit::CONFIG_ERROR
             }
         },
+        Command::Bench(args) => bench::bench(args, cli.images.as_deref(), cache).await,
         Command::Images { command: ImagesCommand::List { folders } } => {
             images::list(cli.images.as_deref(), &cache, &folders)
         }

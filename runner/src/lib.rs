@@ -18,8 +18,12 @@
 //! - [`publish`]: a run as one file for a bug report (`vmrepro bundle`), and its re-run
 //!   and comparison (`vmrepro replay`, `vmrepro compare`).
 //!
+//! - [`bench`]: `vmrepro bench`, the runner against a bare QEMU boot, and a suite's
+//!   wall time split into phases.
+//!
 //! The `vmrepro` binary is a thin shell around [`cli`]; [`exit`] holds its exit codes.
 
+pub mod bench;
 pub mod cli;
 pub mod events;
 pub mod exit;

@@ -205,7 +205,7 @@ pub async fn run_with(
     let mut res = Resources::default();
     // This run's own flag: an interruption stops its image builds and no one else's.
     let cancel = CancelFlag::new();
-    let rec = Recorder { record: record.clone(), dir: dir.clone(), events: opts.events.clone() };
+    let rec = Recorder { record: record.clone(), dir: dir.clone(), events: opts.events.clone(), t0 };
     // Set by the run's control socket (`vmrepro stop`).
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(interrupt);
@@ -398,11 +398,13 @@ async fn execute(
     res.tmp_lock = Some(tmp_lock);
     res.control = Some(keep::Control::bind(&tmp_path, stop).map_err(io_err("listening on", &tmp_path))?);
     rec.record.lock().expect("not poisoned").temp_dir = Some(tmp_path.display().to_string());
+    let t_net = Instant::now();
     let ns = res.ns.insert(Namespace::create()?);
     rec.record.lock().expect("not poisoned").network_namespace =
         Some(NamespaceRecord { holder_pid: ns.holder_pid(), inode: ns.inode() });
     let taps: Vec<String> = (0..plan.vms.len()).map(|i| format!("tap{i}")).collect();
     ns.create_bridge("br0", plan.mtu, &taps)?;
+    rec.record.lock().expect("not poisoned").timings.network_s = t_net.elapsed().as_secs_f64();
     let (ns, vms) = (&*ns, &mut res.vms);
 
     for (i, v) in plan.vms.iter().enumerate() {

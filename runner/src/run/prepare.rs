@@ -116,6 +116,7 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
                 signal: None,
                 expect_exit: s.expect_exit,
                 duration_s: 0.0,
+                started_s: None,
                 stdout: None,
                 stderr: None,
                 error: None,

@@ -55,6 +55,10 @@ pub struct StepRecord {
     pub expect_exit: i32,
     /// Wall time in seconds (host clock, includes agent round trips).
     pub duration_s: f64,
+    /// When the step started, seconds after the run started (host monotonic clock);
+    /// absent for a step that did not run and in run folders of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_s: Option<f64>,
     /// stdout file, relative to the run folder.
     pub stdout: Option<String>,
     /// stderr file, relative to the run folder.
@@ -124,6 +128,10 @@ pub struct Timings {
     pub images_s: f64,
     /// Accel probe, network, QEMU start → every agent answered.
     pub boot_s: f64,
+    /// The part of `boot_s` spent creating the network namespace, bridge and taps
+    /// (0 in run folders of older versions).
+    #[serde(default)]
+    pub network_s: f64,
     /// Steps.
     pub steps_s: f64,
     /// Shutdown.
@@ -240,6 +248,7 @@ mod tests {
             signal: None,
             expect_exit: 0,
             duration_s: 1.5,
+            started_s: None,
             stdout: Some("vms/server/01-profile-nfs-server-2.4.19.stdout".into()),
             stderr: None,
             error: None,

@@ -30,6 +30,8 @@ pub(super) struct Recorder {
     pub record: Arc<Mutex<RunRecord>>,
     pub dir: PathBuf,
     pub events: EventSink,
+    /// When the run started (step start times are recorded relative to it).
+    pub t0: Instant,
 }
 
 impl Recorder {
@@ -213,7 +215,11 @@ pub(super) async fn run_vm(
             continue;
         }
         rec.event(Event::StepStarted { vm: vp.name.clone(), step: st.name.clone() });
-        rec.set_step(&vp.name, idx, |s| s.status = StepStatus::Running);
+        let started = rec.t0.elapsed().as_secs_f64();
+        rec.set_step(&vp.name, idx, |s| {
+            s.status = StepStatus::Running;
+            s.started_s = Some(started);
+        });
         rec.save()?;
         let stdin = match stdin_of(st) {
             Ok(s) => s,

@@ -6,6 +6,7 @@
 //! the initramfs `/init`, and guest profiles (`profiles/<name>.sh`). This module turns
 //! them into artefacts ([`KernelArtifact`], [`RootfsArtifact`]) under the [`Cache`].
 
+pub mod buildlock;
 pub mod cache;
 pub mod debian;
 pub mod gc;

@@ -79,7 +79,24 @@ impl SourceKernel {
 
     /// Builds the kernel into `out` (an empty folder): `vmlinuz`, `release`, `config`,
     /// `build.log`, `initramfs-modules.cpio` (empty module list).
+    ///
+    /// Holds the cache's kernel build lock ([`super::buildlock`]) throughout, so source
+    /// kernels build one at a time and a later one reuses the earlier one's ccache
+    /// objects; the wait, if any, is noted in `build.log`.
     pub fn build(&self, cache: &Cache, out: &Path) -> Result<(), ImageError> {
+        let log = out.join("build.log");
+        let note = |text: &str| {
+            let _ = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, format!("### {text}\n").as_bytes()));
+        };
+        let waited = std::time::Instant::now();
+        let _build_lock = super::buildlock::acquire(cache.root(), cache.cancel_flag(), || {
+            note("waiting for another kernel build to finish (kernel-build.lock)")
+        })?;
+        note(&format!("build lock taken after {:.1}s", waited.elapsed().as_secs_f64()));
         // Held until the build ends, so that gc doesn't remove the package meanwhile.
         let (deb, _, _deb_hold) =
             super::debian::fetch_deb_held(cache, &self.source.filename, self.source.size, &self.source.sha256)?;
@@ -105,13 +122,8 @@ impl SourceKernel {
             .map(|e| e.path())
             .find(|p| p.is_dir() && p.join("Makefile").is_file())
             .ok_or_else(|| ImageError::Kernel("the source package holds no kernel tree".into()))?;
-        let log = out.join("build.log");
         let step = |cmd: &mut Command, what: &str| -> Result<(), ImageError> {
-            let _ = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log)
-                .and_then(|mut f| std::io::Write::write_all(&mut f, format!("### {what}\n").as_bytes()));
+            note(what);
             cmd.current_dir(&tree);
             run_tool(cmd, what, Some(&log), cache.cancel_flag()).map(|_| ())
         };

@@ -49,6 +49,16 @@ pub struct QemuConfig {
     pub shell_socket: PathBuf,
 }
 
+/// The machine, accelerator and CPU model every VM gets: `-machine q35` with
+/// `-accel kvm -cpu host` or `-accel tcg -cpu max` (shared with `vmrepro bench`'s bare
+/// boot, so both boot the same virtual hardware).
+pub fn machine_args(accel: Accelerator) -> [&'static str; 6] {
+    match accel {
+        Accelerator::Kvm => ["-machine", "q35", "-accel", "kvm", "-cpu", "host"],
+        Accelerator::Tcg => ["-machine", "q35", "-accel", "tcg", "-cpu", "max"],
+    }
+}
+
 /// The argument vector (without the program name).
 pub fn qemu_args(c: &QemuConfig) -> Vec<String> {
     let p = |p: &PathBuf| p.display().to_string();
@@ -56,10 +66,7 @@ pub fn qemu_args(c: &QemuConfig) -> Vec<String> {
     let mut push = |items: &[&str]| a.extend(items.iter().map(|s| s.to_string()));
     push(&["-name", &format!("guest={},process=vmrepro-{}", c.name, c.name)]);
     push(&["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
-    match c.accel {
-        Accelerator::Kvm => push(&["-machine", "q35", "-accel", "kvm", "-cpu", "host"]),
-        Accelerator::Tcg => push(&["-machine", "q35", "-accel", "tcg", "-cpu", "max"]),
-    }
+    push(&machine_args(c.accel));
     push(&["-m", &c.memory_mib.to_string(), "-smp", &c.cpus.to_string()]);
     push(&["-kernel", &p(&c.kernel), "-initrd", &p(&c.initrd), "-append", &c.append]);
     push(&["-drive", &format!("file={},if=none,id=root,format=qcow2,cache=unsafe,discard=unmap", p(&c.root_overlay))]);

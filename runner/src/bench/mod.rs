@@ -1,0 +1,357 @@
+//! `vmrepro bench`: how far the runner is from a bare QEMU boot, and where a suite's
+//! wall time goes. Everything runs through the runner's own code (suite loading, image
+//! resolution, `run::run` with its QEMU, QMP and guest-agent code); only the reference
+//! boot is a bare `qemu-system-x86_64` ([`bare`]).
+//!
+//! One invocation measures, in this order:
+//! 1. `reps` interleaved repetitions of: a bare boot, a vmrepro boot of a generated
+//!    one-VM suite (QEMU spawn → agent answered → first command's output), and a warm
+//!    resolution of the benched suite's images (the order of the first two alternates
+//!    between reps, so neither always runs on a machine the other just warmed);
+//! 2. with `cold`, one build of the boot VM's images into an empty temp cache;
+//! 3. `suite_reps` runs of the benched suite, split into phases from `run.json`
+//!    ([`report::phases`]);
+//! 4. the scaling suite ([`suites::scaling_suite`]) with each client count, with the
+//!    peak resident memory of every VM's QEMU ([`rss`]).
+//!
+//! A measurement that fails is recorded in [`BenchReport::errors`] and left out.
+
+pub mod bare;
+pub mod report;
+pub mod rss;
+pub mod suites;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub use report::BenchReport;
+use report::{ScalePoint, SuiteRun, VmMemory};
+
+use crate::events::{Event, EventSink};
+use crate::infra::images::{resolve_all, Cache, Catalog};
+use crate::infra::qemu::args::Accelerator;
+use crate::plan::Plan;
+use crate::run::{RunOptions, RunRecord};
+use crate::spec::Accel;
+
+/// Longest bare boot before it counts as failed, seconds.
+const BARE_LIMIT: Duration = Duration::from_secs(120);
+/// How often [`rss::Sampler`] looks at the QEMUs.
+const RSS_INTERVAL: Duration = Duration::from_millis(250);
+
+/// What `vmrepro bench` measures and where.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Repetitions of the boot and warm-image measurements (≥ 1).
+    pub reps: usize,
+    /// The suite whose images are resolved warm and whose runs are split into phases.
+    pub suite: PathBuf,
+    /// Runs of `suite` (0: none).
+    pub suite_reps: usize,
+    /// Client counts of the scaling measurement (empty: none).
+    pub scale: Vec<usize>,
+    /// Debian kernel series of the boot VM and the scaling clients (`6.1`).
+    pub kernel: String,
+    /// Guest RAM of the boot VM and of the scaling clients, MiB.
+    pub memory_mib: u64,
+    /// Also build the boot VM's images once into an empty temp cache.
+    pub cold: bool,
+    /// Where the benched suite's and the scaling suites' run folders go.
+    pub results_root: PathBuf,
+    /// The project's images folder.
+    pub images: PathBuf,
+    /// The image cache (warm).
+    pub cache: Cache,
+}
+
+/// Errors that stop the bench before it measures anything.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A suite (given or generated) doesn't load.
+    #[error("{0}")]
+    Suite(String),
+    /// The boot VM's images can't be resolved.
+    #[error("preparing the boot VM's images: {0}")]
+    Images(String),
+    /// The bench's temp files can't be written.
+    #[error("bench temp files: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs the bench (see the module docs). `progress` gets one line per measurement;
+/// `stop` ends it early (as after Ctrl-C) with what was measured so far.
+///
+/// Errors: [`BenchError`] when nothing can be measured (a suite doesn't load, the boot
+/// VM's images can't be resolved, the temp folder can't be written).
+pub async fn bench(
+    opts: &BenchOptions,
+    progress: &(dyn Fn(String) + Sync),
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<BenchReport, BenchError> {
+    if !suites::valid_series(&opts.kernel) {
+        return Err(BenchError::Suite(format!("--kernel {:?}: not a Debian kernel series like 6.1", opts.kernel)));
+    }
+    let work = tempfile::Builder::new().prefix("vmrepro-bench-").tempdir()?;
+    let boot_path = work.path().join("bench-boot.yaml");
+    std::fs::write(&boot_path, suites::boot_suite(&opts.kernel, opts.memory_mib))?;
+    let (boot_plan, catalog) = load(&boot_path, &opts.images)?;
+    let (suite_plan, suite_catalog) = load(&opts.suite, &opts.images)?;
+    let stopped = || *stop.borrow();
+    let interrupt = || {
+        let mut rx = stop.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+
+    // The boot VM's images, resolved once (warm), for the bare boot.
+    let vp = &boot_plan.vms[0];
+    let resolved = resolve_all(
+        std::slice::from_ref(&vp.kernel),
+        &[vp.rootfs_request()],
+        &opts.cache,
+        &catalog,
+        &crate::events::discard(),
+    )
+    .await;
+    if let Some((what, e)) = resolved.failures.first() {
+        return Err(BenchError::Images(format!("{what}: {e}")));
+    }
+    let kernel = &resolved.kernels[&vp.kernel.label()];
+    let rootfs = &resolved.rootfs[&vp.rootfs_request().id()];
+    let accel = match vp.accel {
+        Accel::Tcg => Accelerator::Tcg,
+        _ => {
+            crate::infra::qemu::accel::probe_cached(&kernel.image, &opts.cache.root().join("accel-probe.json"))
+                .await
+                .accel
+        }
+    };
+    let initrd = work.path().join("bare-initrd.cpio");
+    bare::write_initrd(&rootfs.initramfs_base, &kernel.initramfs_modules, work.path(), &initrd)?;
+    let bare_cfg = bare::BareConfig {
+        memory_mib: vp.memory_mib,
+        cpus: vp.cpus,
+        accel,
+        kernel: kernel.image.clone(),
+        initrd,
+        rootfs: rootfs.image.clone(),
+        modules_disk: kernel.modules_disk.clone(),
+        console_log: work.path().join("bare-console.log"),
+    };
+    let mut r = BenchReport {
+        reps: opts.reps,
+        host_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        accel: format!("{accel:?}").to_lowercase(),
+        boot_kernel: format!("{} ({})", vp.kernel.label(), kernel.release),
+        ..BenchReport::default()
+    };
+    let qemu = crate::infra::qemu::qemu_binary();
+    let boot_results = work.path().join("results");
+
+    for rep in 1..=opts.reps {
+        if stopped() {
+            break;
+        }
+        for bare_turn in [rep % 2 == 1, rep % 2 == 0] {
+            if bare_turn {
+                match bare::boot(&qemu, &bare_cfg, BARE_LIMIT).await {
+                    Ok(d) => {
+                        r.bare_s.push(d.as_secs_f64());
+                        progress(format!("bench: rep {rep}/{}: bare boot {:.2} s", opts.reps, d.as_secs_f64()));
+                    }
+                    Err(e) => r.errors.push(format!("rep {rep}: {e}")),
+                }
+            } else {
+                match vmrepro_boot(&boot_plan, &catalog, &opts.cache, &boot_results, interrupt()).await {
+                    Ok(b) => {
+                        progress(format!(
+                            "bench: rep {rep}/{}: vmrepro agent {:.2} s, first output {:.2} s, run {:.2} s",
+                            opts.reps, b.agent, b.first_output, b.run
+                        ));
+                        r.agent_s.push(b.agent);
+                        r.first_output_s.push(b.first_output);
+                        r.run_s.push(b.run);
+                    }
+                    Err(e) => r.errors.push(format!("rep {rep}: vmrepro boot: {e}")),
+                }
+            }
+        }
+        let t = Instant::now();
+        let kernels: Vec<_> = suite_plan.vms.iter().map(|v| v.kernel.clone()).collect();
+        let rootfs: Vec<_> = suite_plan.vms.iter().map(|v| v.rootfs_request()).collect();
+        let warm = resolve_all(&kernels, &rootfs, &opts.cache, &suite_catalog, &crate::events::discard()).await;
+        match warm.failures.first() {
+            None => r.images_warm_s.push(t.elapsed().as_secs_f64()),
+            Some((what, e)) => r.errors.push(format!("rep {rep}: warm images: {what}: {e}")),
+        }
+    }
+
+    if opts.cold && !stopped() {
+        let cold = tempfile::Builder::new().prefix("vmrepro-bench-cache-").tempdir()?;
+        let t = Instant::now();
+        let got = resolve_all(
+            std::slice::from_ref(&vp.kernel),
+            &[vp.rootfs_request()],
+            &Cache::new(cold.path().to_path_buf()),
+            &catalog,
+            &crate::events::discard(),
+        )
+        .await;
+        let what = format!("{} + rootfs {}", vp.kernel.label(), vp.rootfs_request().id());
+        match got.failures.first() {
+            None => r.images_cold = Some((what, t.elapsed().as_secs_f64())),
+            Some((w, e)) => r.errors.push(format!("cold build: {w}: {e}")),
+        }
+        progress(format!("bench: cold build {:?}", r.images_cold));
+    }
+
+    for i in 1..=opts.suite_reps {
+        if stopped() {
+            break;
+        }
+        match run_suite(&suite_plan, &suite_catalog, opts, interrupt()).await {
+            Ok((dir, rec, _)) => {
+                progress(format!("bench: suite {} run {i}: {:.1} s", rec.suite, rec.timings.total_s));
+                r.suite_runs.push(SuiteRun {
+                    suite: rec.suite.clone(),
+                    run_dir: dir.display().to_string(),
+                    status: status_text(&rec),
+                    total_s: rec.timings.total_s,
+                    phases: report::phases(&rec),
+                });
+            }
+            Err(e) => r.errors.push(format!("suite run {i}: {e}")),
+        }
+    }
+
+    for &n in &opts.scale {
+        if stopped() {
+            break;
+        }
+        let path = work.path().join(format!("bench-scale-{n}.yaml"));
+        std::fs::write(&path, suites::scaling_suite(n, &opts.kernel, opts.memory_mib))?;
+        let (plan, cat) = load(&path, &opts.images)?;
+        match run_suite(&plan, &cat, opts, interrupt()).await {
+            Ok((_, rec, peaks)) => {
+                let vms: Vec<VmMemory> = plan
+                    .vms
+                    .iter()
+                    .map(|v| VmMemory {
+                        vm: v.name.clone(),
+                        guest_mib: v.memory_mib,
+                        peak_rss_mib: peaks.get(&v.name).map_or(0.0, |m| m.rss_kib.max(m.hwm_kib) as f64 / 1024.0),
+                    })
+                    .collect();
+                let boot_max_s = rec.vms.iter().filter_map(|v| v.boot_s).fold(0.0, f64::max);
+                progress(format!("bench: scaling {n} client(s): {:.1} s", rec.timings.total_s));
+                r.scaling.push(ScalePoint {
+                    clients: n,
+                    status: status_text(&rec),
+                    total_s: rec.timings.total_s,
+                    boot_max_s,
+                    vms,
+                });
+            }
+            Err(e) => r.errors.push(format!("scaling {n}: {e}")),
+        }
+    }
+    Ok(r)
+}
+
+/// `run.json`'s spelling of the run's status (`passed`, …).
+fn status_text(rec: &RunRecord) -> String {
+    serde_json::to_value(rec.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+fn load(path: &Path, images: &Path) -> Result<(Plan, Catalog), BenchError> {
+    crate::suite::load(path, Some(images)).map_err(|e| BenchError::Suite(e.to_string()))
+}
+
+/// One vmrepro boot, seconds.
+struct Boot {
+    /// QEMU spawn → agent answered.
+    agent: f64,
+    /// QEMU spawn → first step's output received.
+    first_output: f64,
+    /// The whole `run::run`.
+    run: f64,
+}
+
+/// Runs the one-VM boot suite with `run::run`, timing its events: `VmStarted` (QEMU
+/// spawned) → `VmReady` → the first step's `StepFinished` (its output is in by then).
+/// The run folder goes under `results` (the bench's temp folder).
+async fn vmrepro_boot(
+    plan: &Plan,
+    catalog: &Catalog,
+    cache: &Cache,
+    results: &Path,
+    interrupt: impl std::future::Future<Output = ()>,
+) -> Result<Boot, String> {
+    #[derive(Default)]
+    struct Seen {
+        started: Option<Instant>,
+        ready: Option<Instant>,
+        output: Option<Instant>,
+    }
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let s = seen.clone();
+    let events: EventSink = Arc::new(move |e| {
+        let now = Instant::now();
+        let mut s = s.lock().expect("not poisoned");
+        match e {
+            Event::VmStarted { .. } => s.started = Some(now),
+            Event::VmReady { .. } => s.ready = Some(now),
+            Event::StepFinished { step, .. } if step == suites::BOOT_STEP && s.output.is_none() => s.output = Some(now),
+            _ => {}
+        }
+    });
+    let opts = RunOptions {
+        results_root: results.to_path_buf(),
+        cache: cache.clone(),
+        catalog: catalog.clone(),
+        events,
+        run_dir: None,
+    };
+    let t = Instant::now();
+    let out = crate::run::run(plan, &opts, interrupt).await.map_err(|e| e.to_string())?;
+    let run = t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&out.dir);
+    if out.record.status != crate::run::RunStatus::Passed {
+        return Err(format!("{}: {}", status_text(&out.record), out.record.error.unwrap_or_default()));
+    }
+    let s = seen.lock().expect("not poisoned");
+    match (s.started, s.ready, s.output) {
+        (Some(a), Some(b), Some(c)) => {
+            Ok(Boot { agent: (b - a).as_secs_f64(), first_output: (c - a).as_secs_f64(), run })
+        }
+        _ => Err("the run passed but sent no VmStarted/VmReady/StepFinished event".into()),
+    }
+}
+
+/// Runs `plan` into `opts.results_root` with plain progress off, sampling the QEMUs'
+/// memory meanwhile.
+async fn run_suite(
+    plan: &Plan,
+    catalog: &Catalog,
+    opts: &BenchOptions,
+    interrupt: impl std::future::Future<Output = ()>,
+) -> Result<(PathBuf, RunRecord, rss::Peaks), String> {
+    let run_opts = RunOptions {
+        results_root: opts.results_root.clone(),
+        cache: opts.cache.clone(),
+        catalog: catalog.clone(),
+        events: crate::events::discard(),
+        run_dir: None,
+    };
+    let sampler = rss::Sampler::start(RSS_INTERVAL);
+    let out = crate::run::run(plan, &run_opts, interrupt).await;
+    let peaks = sampler.finish();
+    let out = out.map_err(|e| e.to_string())?;
+    // The run's results.json and reports, as `vmrepro run` leaves them.
+    if let Err(e) = crate::report::results::analyse_dir(&out.dir) {
+        return Err(format!("analysing {}: {e}", out.dir.display()));
+    }
+    Ok((out.dir, out.record, peaks))
+}

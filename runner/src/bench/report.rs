@@ -1,0 +1,325 @@
+//! What `vmrepro bench` found, as data (`--json`) and as Markdown tables; and the
+//! phase split of a suite's run, derived from its `run.json` alone. Pure: no I/O.
+
+use serde::Serialize;
+
+use crate::measure::stats::{summarize, Summary};
+use crate::plan::StepKind;
+use crate::run::RunRecord;
+
+/// Everything one `vmrepro bench` measured. Times in seconds (host monotonic clock),
+/// memory in MiB (2^20 bytes).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BenchReport {
+    /// Repetitions of the interleaved boot and image measurements.
+    pub reps: usize,
+    /// Host CPUs (`available_parallelism`).
+    pub host_cpus: usize,
+    /// Accelerator the VMs used (`kvm` or `tcg`).
+    pub accel: String,
+    /// Kernel of the boot measurement (`kernel 6.1 (linux-image-…)`) and its release.
+    pub boot_kernel: String,
+    /// Bare QEMU: spawn → the rootfs's command ran → QEMU exited, one value per rep.
+    pub bare_s: Vec<f64>,
+    /// vmrepro: QEMU spawn → guest agent answered, per rep.
+    pub agent_s: Vec<f64>,
+    /// vmrepro: QEMU spawn → the first command's output received, per rep.
+    pub first_output_s: Vec<f64>,
+    /// vmrepro: the whole one-VM run (images, network, boot, step, teardown), per rep.
+    pub run_s: Vec<f64>,
+    /// Warm resolution of the suite's images (cache lookups), per rep.
+    pub images_warm_s: Vec<f64>,
+    /// A cold build into an empty cache, when asked: what, and seconds.
+    pub images_cold: Option<(String, f64)>,
+    /// One entry per run of the benched suite.
+    pub suite_runs: Vec<SuiteRun>,
+    /// One entry per scaling point.
+    pub scaling: Vec<ScalePoint>,
+    /// Measurements that failed (they are left out of the numbers above).
+    pub errors: Vec<String>,
+}
+
+/// One phase of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Phase {
+    /// What it is.
+    pub name: String,
+    /// Start, seconds after the run started, when known.
+    pub start_s: Option<f64>,
+    /// Duration, seconds (for a VM's steps: first start → last end).
+    pub seconds: f64,
+    /// For a VM's steps: the sum of their durations (less than `seconds` when its
+    /// steps waited for other VMs' steps in between).
+    pub busy_s: Option<f64>,
+}
+
+/// One run of a suite, split into phases.
+#[derive(Debug, Clone, Serialize)]
+pub struct SuiteRun {
+    /// Suite name.
+    pub suite: String,
+    /// Its run folder.
+    pub run_dir: String,
+    /// `run.json`'s status.
+    pub status: String,
+    /// The whole run, seconds.
+    pub total_s: f64,
+    /// Its phases ([`phases`]).
+    pub phases: Vec<Phase>,
+}
+
+/// One VM's QEMU memory.
+#[derive(Debug, Clone, Serialize)]
+pub struct VmMemory {
+    /// VM name.
+    pub vm: String,
+    /// Guest RAM, MiB.
+    pub guest_mib: u64,
+    /// Peak resident set of its QEMU (the larger of sampled `VmRSS` and `VmHWM`), MiB.
+    pub peak_rss_mib: f64,
+}
+
+/// One point of the scaling measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScalePoint {
+    /// NFS clients.
+    pub clients: usize,
+    /// The run's status.
+    pub status: String,
+    /// The whole run, seconds.
+    pub total_s: f64,
+    /// Slowest boot (QEMU start → agent) of its VMs, seconds.
+    pub boot_max_s: f64,
+    /// Each VM's QEMU memory.
+    pub vms: Vec<VmMemory>,
+}
+
+/// A run's phases from its record: images, network, boot (to the last agent), each
+/// VM's steps (first step's start → last step's end, and their summed durations; for
+/// `nfs_read` the server's setup and each client's reads), teardown, total, and the
+/// overhead: total minus the summed durations of the measured iterations (`measure`
+/// steps). A VM's steps only have a start in run folders that record `started_s`.
+pub fn phases(r: &RunRecord) -> Vec<Phase> {
+    let t = &r.timings;
+    let phase =
+        |name: &str, start_s: Option<f64>, seconds: f64| Phase { name: name.into(), start_s, seconds, busy_s: None };
+    let mut out = vec![
+        phase("images", Some(0.0), t.images_s),
+        phase("network (namespace, bridge, taps)", None, t.network_s),
+        phase("boot (probe, network, QEMU start → last agent)", Some(t.images_s), t.boot_s),
+    ];
+    let mut measured = 0.0;
+    for v in &r.vms {
+        let ran: Vec<_> = v.steps.iter().filter(|s| s.stdout.is_some() || s.duration_s > 0.0).collect();
+        if ran.is_empty() {
+            continue;
+        }
+        let busy: f64 = ran.iter().map(|s| s.duration_s).sum();
+        measured +=
+            ran.iter().filter(|s| matches!(s.kind, StepKind::Measure { .. })).map(|s| s.duration_s).sum::<f64>();
+        let (start_s, seconds) = if ran.iter().all(|s| s.started_s.is_some()) {
+            let first = ran.iter().filter_map(|s| s.started_s).fold(f64::INFINITY, f64::min);
+            let end = ran.iter().map(|s| s.started_s.unwrap_or(0.0) + s.duration_s).fold(0.0, f64::max);
+            (Some(first), end - first)
+        } else {
+            (None, busy)
+        };
+        out.push(Phase {
+            name: format!("steps on {} ({} steps)", v.name, ran.len()),
+            start_s,
+            seconds,
+            busy_s: Some(busy),
+        });
+    }
+    out.push(phase("teardown", None, t.teardown_s));
+    out.push(phase("total", Some(0.0), t.total_s));
+    out.push(phase("total − measured iterations (overhead)", None, t.total_s - measured));
+    out
+}
+
+/// `min / median / max` cells of `values` (`–` when empty).
+fn cells(values: &[f64], digits: usize) -> String {
+    match summarize(values) {
+        Some(Summary { min, median, max, .. }) => {
+            format!("{min:.digits$} | {median:.digits$} | {max:.digits$}")
+        }
+        None => "– | – | –".into(),
+    }
+}
+
+/// Per-rep ratios `a[i] / b[i]` (pairs where both were measured in the same rep).
+pub fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).filter(|(_, y)| **y > 0.0).map(|(x, y)| x / y).collect()
+}
+
+/// The report as Markdown: a boot table, the suite's phases, the scaling table.
+pub fn markdown(r: &BenchReport) -> String {
+    let mut s = format!(
+        "Host: {} CPUs, accelerator {}; boot kernel {}; {} interleaved repetition(s).\n\n",
+        r.host_cpus, r.accel, r.boot_kernel, r.reps
+    );
+    s.push_str("| measurement | n | min | median | max |\n|---|---|---|---|---|\n");
+    let rows: [(&str, &[f64], usize); 5] = [
+        ("bare QEMU: spawn → rootfs command → exit (s)", &r.bare_s, 2),
+        ("vmrepro: QEMU spawn → guest agent answered (s)", &r.agent_s, 2),
+        ("vmrepro: QEMU spawn → first command's output (s)", &r.first_output_s, 2),
+        ("vmrepro: whole one-VM run (s)", &r.run_s, 2),
+        ("warm image resolution of the suite (s)", &r.images_warm_s, 3),
+    ];
+    for (name, v, d) in rows {
+        s.push_str(&format!("| {name} | {} | {} |\n", v.len(), cells(v, d)));
+    }
+    for (name, a) in [("agent", &r.agent_s), ("first output", &r.first_output_s)] {
+        let q = ratios(a, &r.bare_s);
+        s.push_str(&format!("| ratio vmrepro {name} / bare (per rep) | {} | {} |\n", q.len(), cells(&q, 2)));
+    }
+    if let Some((what, secs)) = &r.images_cold {
+        s.push_str(&format!("| cold image build: {what} (s) | 1 | {secs:.1} | {secs:.1} | {secs:.1} |\n"));
+    }
+    for run in &r.suite_runs {
+        s.push_str(&format!(
+            "\nSuite `{}` ({}, {:.1} s, {}):\n\n| phase | start s | seconds | busy s |\n|---|---|---|---|\n",
+            run.suite, run.status, run.total_s, run.run_dir
+        ));
+        for p in &run.phases {
+            let start = p.start_s.map_or("–".to_string(), |v| format!("{v:.1}"));
+            let busy = p.busy_s.map_or("–".to_string(), |v| format!("{v:.1}"));
+            s.push_str(&format!("| {} | {start} | {:.1} | {busy} |\n", p.name, p.seconds));
+        }
+    }
+    if !r.scaling.is_empty() {
+        s.push_str("\nScaling (server + N clients, 20 MB read each):\n\n");
+        s.push_str("| clients | VMs | status | wall s | slowest boot s | QEMU peak RSS MiB (min–max) | guest RAM MiB | max RSS − RAM MiB |\n|---|---|---|---|---|---|---|---|\n");
+        for p in &r.scaling {
+            let rss: Vec<f64> = p.vms.iter().map(|v| v.peak_rss_mib).collect();
+            let over = p.vms.iter().map(|v| v.peak_rss_mib - v.guest_mib as f64).fold(f64::NEG_INFINITY, f64::max);
+            let ram: Vec<String> = {
+                let mut m: Vec<u64> = p.vms.iter().map(|v| v.guest_mib).collect();
+                m.sort_unstable();
+                m.dedup();
+                m.iter().map(u64::to_string).collect()
+            };
+            let (lo, hi) = rss.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+            let over = if over.is_finite() { format!("{over:.0}") } else { "–".into() };
+            let range = if rss.is_empty() { "–".into() } else { format!("{lo:.0}–{hi:.0}") };
+            s.push_str(&format!(
+                "| {} | {} | {} | {:.1} | {:.1} | {range} | {} | {over} |\n",
+                p.clients,
+                p.vms.len(),
+                p.status,
+                p.total_s,
+                p.boot_max_s,
+                ram.join(", ")
+            ));
+        }
+    }
+    for e in &r.errors {
+        s.push_str(&format!("\nerror: {e}\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> RunRecord {
+        let json = r#"{
+            "schema": 2, "suite": "s", "suite_file": "s.yaml", "started": "2026-11-30T00:00:00Z",
+            "status": "passed", "error": null, "accel": "tcg", "accel_notice": null,
+            "subnet": "10.0.0.0/24", "mtu": 1500, "temp_dir": null, "network_namespace": null,
+            "teardown_problems": [], "images": [],
+            "timings": {"images_s": 0.1, "boot_s": 9.0, "network_s": 0.4, "steps_s": 50.0, "teardown_s": 0.3, "total_s": 60.0},
+            "vms": [
+                {"name": "server", "kernel": "k", "kernel_release": "r", "address": "a", "mac": "m", "tap": "t",
+                 "accel": "tcg", "pid": 1, "boot_s": 7.0, "ending": "quit", "console_log": "c", "qemu_cmdline": "q", "clock": null,
+                 "steps": [
+                    {"name": "p", "kind": "user", "status": "passed", "exit_code": 0, "signal": null, "expect_exit": 0,
+                     "duration_s": 2.0, "started_s": 7.5, "stdout": "x", "stderr": "y", "error": null},
+                    {"name": "f", "kind": "user", "status": "passed", "exit_code": 0, "signal": null, "expect_exit": 0,
+                     "duration_s": 3.0, "started_s": 10.5, "stdout": "x", "stderr": "y", "error": null}]},
+                {"name": "old", "kernel": "k", "kernel_release": "r", "address": "a", "mac": "m", "tap": "t",
+                 "accel": "tcg", "pid": 2, "boot_s": 8.0, "ending": "quit", "console_log": "c", "qemu_cmdline": "q", "clock": null,
+                 "steps": [
+                    {"name": "r1", "kind": "measure", "measurement": "m", "iteration": 1, "warmup": false, "status": "passed", "exit_code": 0, "signal": null, "expect_exit": 0,
+                     "duration_s": 4.0, "stdout": "x", "stderr": "y", "error": null},
+                    {"name": "r2", "kind": "measure", "measurement": "m", "iteration": 2, "warmup": false, "status": "passed", "exit_code": 0, "signal": null, "expect_exit": 0,
+                     "duration_s": 5.0, "stdout": "x", "stderr": "y", "error": null},
+                    {"name": "never", "kind": "user", "status": "skipped", "exit_code": null, "signal": null, "expect_exit": 0,
+                     "duration_s": 0.0, "stdout": null, "stderr": null, "error": "x"}]}]
+        }"#;
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn phases_span_each_vms_steps_and_fall_back_to_summed_durations() {
+        let p = phases(&record());
+        let find = |n: &str| p.iter().find(|x| x.name.starts_with(n)).unwrap().clone();
+        assert_eq!(find("images").seconds, 0.1);
+        assert_eq!(find("network").seconds, 0.4);
+        // 7.5 → 10.5 + 3.0 = 13.5: a span of 6 s starting at 7.5, 5 s of it in steps.
+        assert_eq!(
+            find("steps on server"),
+            Phase { name: "steps on server (2 steps)".into(), start_s: Some(7.5), seconds: 6.0, busy_s: Some(5.0) }
+        );
+        // No start times (an older run folder): the durations of the steps that ran.
+        assert_eq!(
+            find("steps on old"),
+            Phase { name: "steps on old (2 steps)".into(), start_s: None, seconds: 9.0, busy_s: Some(9.0) }
+        );
+        // r1 and r2 are measured iterations (9 s): 60 − 9.
+        assert_eq!(find("total − measured").seconds, 51.0);
+        assert_eq!(find("teardown").seconds, 0.3);
+        assert_eq!(find("total").seconds, 60.0);
+    }
+
+    #[test]
+    fn ratios_pair_reps_and_skip_missing_denominators() {
+        assert_eq!(ratios(&[4.0, 6.0, 9.0], &[2.0, 0.0, 3.0]), vec![2.0, 3.0]);
+        assert_eq!(ratios(&[4.0], &[]), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn markdown_has_min_median_max_and_the_ratio_and_scaling_rows() {
+        let r = BenchReport {
+            reps: 3,
+            host_cpus: 2,
+            accel: "tcg".into(),
+            boot_kernel: "kernel 6.1".into(),
+            bare_s: vec![2.0, 3.0, 2.5],
+            agent_s: vec![4.0, 4.5, 5.0],
+            first_output_s: vec![4.2, 4.8, 5.1],
+            run_s: vec![6.0, 6.5, 7.0],
+            images_warm_s: vec![0.01, 0.02, 0.03],
+            images_cold: None,
+            suite_runs: vec![SuiteRun {
+                suite: "s".into(),
+                run_dir: "results/s/1".into(),
+                status: "passed".into(),
+                total_s: 60.0,
+                phases: phases(&record()),
+            }],
+            scaling: vec![ScalePoint {
+                clients: 1,
+                status: "passed".into(),
+                total_s: 30.0,
+                boot_max_s: 9.5,
+                vms: vec![
+                    VmMemory { vm: "server".into(), guest_mib: 512, peak_rss_mib: 540.4 },
+                    VmMemory { vm: "client-1".into(), guest_mib: 384, peak_rss_mib: 470.0 },
+                ],
+            }],
+            errors: vec!["rep 2: bare QEMU: boom".into()],
+        };
+        let md = markdown(&r);
+        assert!(md.contains("| bare QEMU: spawn → rootfs command → exit (s) | 3 | 2.00 | 2.50 | 3.00 |"), "{md}");
+        assert!(md.contains("| warm image resolution of the suite (s) | 3 | 0.010 | 0.020 | 0.030 |"), "{md}");
+        // Per-rep ratios 2.0, 1.5, 2.0 → min 1.50, median 2.00, max 2.00.
+        assert!(md.contains("| ratio vmrepro agent / bare (per rep) | 3 | 1.50 | 2.00 | 2.00 |"), "{md}");
+        assert!(md.contains("| steps on server (2 steps) | 7.5 | 6.0 | 5.0 |"), "{md}");
+        assert!(md.contains("| teardown | – | 0.3 | – |"), "{md}");
+        // RSS 470–540 MiB; the most over guest RAM is client-1's 86 MiB.
+        assert!(md.contains("| 1 | 2 | passed | 30.0 | 9.5 | 470–540 | 384, 512 | 86 |"), "{md}");
+        assert!(md.contains("error: rep 2: bare QEMU: boom"));
+    }
+}
