@@ -235,6 +235,14 @@ enum ImagesCommand {
 /// Runs the CLI; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Check { .. } | Command::Plan { .. }) {
+        // These only print: a closed pipe (`vmrepro check … | head`) ends them quietly,
+        // as it does `cat`, instead of a panic in `println!` (exit 101). Not for the
+        // commands that talk to QEMU over sockets, where EPIPE must stay an error.
+        let _ = unsafe {
+            nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl)
+        };
+    }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     let code = rt.block_on(dispatch(cli));
     // Don't wait for blocking reads still parked on stdin (`vmrepro shell` after the

@@ -306,6 +306,22 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
             });
             continue;
         }
+        // An nfs_read axis sets what nfs_read does on this VM: without nfs_read reading
+        // on it, its variants would be identical VMs under different names.
+        let reads_here = spec.nfs_read.as_ref().is_some_and(|n| n.clients.iter().any(|c| c == &vm.name));
+        if let Some((axis, _)) =
+            axes.iter().find(|(a, _)| matches!(a, Axis::NfsMountOptions | Axis::NfsReadAhead)).filter(|_| !reads_here)
+        {
+            let name = if matches!(axis, Axis::NfsMountOptions) { "mount_options" } else { "read_ahead_kb" };
+            errs.push(ValidationError::Rule {
+                key: format!("vms[{i}].variants.nfs_read.{name}"),
+                message: format!(
+                    "VM {} is not one of nfs_read's clients, so nfs_read.{name} changes nothing on it (put it in nfs_read.clients, or vary `env.<NAME>` for a measurement's own mount)",
+                    vm.name
+                ),
+            });
+            continue;
+        }
         let combos = product(axes);
         let mut names = Vec::new();
         for (n, combo) in combos.iter().enumerate() {

@@ -45,6 +45,16 @@ pub(super) fn check(
             if let Some(why) = package_problem(p, &suites) {
                 rule(errs, format!("{k}.{field}[{i}]"), why);
             }
+            // One package once: `fio` and `fio/bookworm-backports` would leave which one
+            // is installed to apt.
+            let name = |q: &str| q.split('/').next().unwrap_or(q).to_string();
+            if let Some(j) = list[..i].iter().position(|q| name(q) == name(p)) {
+                rule(
+                    errs,
+                    format!("{k}.{field}[{i}]"),
+                    format!("package {} is already asked for at [{j}] ({:?})", name(p), list[j]),
+                );
+            }
         }
     }
     // sysctl: dotted names and plain values (they reach `sysctl -w`, quoted).
