@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::measure::analysis::{IterationResult, MeasurementResult, VmResult};
+use crate::measure::analysis::{metric_value, IterationResult, MeasurementResult, VmResult};
 use crate::measure::stats::{summarize, Summary, Verdict};
 use crate::report::lkp::{self, Row};
 
@@ -121,14 +121,10 @@ fn summary_of(v: &VmResult, f: impl Fn(&IterationResult) -> Option<f64>) -> Opti
     summarize(&counted(v).filter_map(f).collect::<Vec<_>>())
 }
 
-/// The value of a counter's change in an iteration: its delta, else (it appeared
-/// during `run`: `netstat -s` leaves zero counters out) its value, else 0.
+/// The value of a counter's change in an iteration ([`metric_value`]: its delta, or
+/// its value when it appeared during `run`), else 0.
 fn counter_value(i: &IterationResult, name: &str) -> f64 {
-    i.changed_counters
-        .get(name)
-        .map(|d| *d as f64)
-        .or_else(|| i.appeared_counters.get(name).map(|v| *v as f64))
-        .unwrap_or(0.0)
+    metric_value(name, i).unwrap_or(0.0)
 }
 
 /// The rows of the comparison of `cand` with `base`: elapsed time, throughput, the
