@@ -50,6 +50,11 @@ enum Command {
         /// or Ctrl-C.
         #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "always")]
         keep: Option<KeepArg>,
+        /// Boot every VM and save no VM state. By default a VM whose kind (kernel,
+        /// rootfs, memory, vCPUs, cmdline, QEMU) has a state saved by an earlier run
+        /// starts from it instead of booting, and the first VM of a kind saves it.
+        #[arg(long)]
+        fresh_boot: bool,
     },
     /// Write a run folder's report.md and report.html again (no VM).
     Report {
@@ -175,6 +180,10 @@ struct BenchArgs {
     /// empty temp cache, and time it (minutes: mmdebstrap).
     #[arg(long)]
     cold: bool,
+    /// The suite's and the scaling suites' runs boot every VM instead of starting VMs
+    /// from saved states (the boot measurements always do both).
+    #[arg(long)]
+    fresh_boot: bool,
     /// Where the suite's and the scaling suites' run folders go.
     #[arg(long, default_value = "results")]
     results: PathBuf,
@@ -298,12 +307,19 @@ async fn dispatch(cli: Cli) -> i32 {
             }
             code
         }
-        Command::Run { suite, results, junit, keep } => {
+        Command::Run { suite, results, junit, keep, fresh_boot } => {
             let (plan, catalog) = match load_or_exit(&suite, cli.images.as_deref()) {
                 Ok(p) => p,
                 Err(c) => return c,
             };
-            let opts = RunOptions { results_root: results, cache, catalog, events: progress_sink(), run_dir: None };
+            let opts = RunOptions {
+                results_root: results,
+                cache,
+                catalog,
+                events: progress_sink(),
+                run_dir: None,
+                fresh_boot,
+            };
             let keep = match keep {
                 None => crate::run::Keep::Never,
                 Some(KeepArg::Always) => crate::run::Keep::Always,
@@ -624,7 +640,7 @@ pub fn progress_sink() -> EventSink {
     Arc::new(move |e| {
         let key = match &e {
             Event::ImageStarted { what } | Event::ImageReady { what, .. } => what.clone(),
-            Event::VmStarted { vm }
+            Event::VmStarted { vm, .. }
             | Event::VmReady { vm, .. }
             | Event::StepStarted { vm, .. }
             | Event::StepFinished { vm, .. } => format!("vm {vm}"),
@@ -664,8 +680,9 @@ fn plain_line(e: &Event) -> Option<String> {
         Event::ImageReady { what, cached: true, .. } => format!("{what}: cached, nothing to build"),
         Event::ImageReady { what, cached: false, took } => format!("{what}: built in {:.1}s", took.as_secs_f64()),
         Event::Notice(n) => n.clone(),
-        Event::VmStarted { vm } => format!("vm {vm}: booting"),
-        Event::VmReady { vm, took } => format!("vm {vm}: guest agent ready after {:.1}s", took.as_secs_f64()),
+        Event::VmStarted { vm, restoring: false } => format!("vm {vm}: booting"),
+        Event::VmStarted { vm, restoring: true } => format!("vm {vm}: starting from its kind's saved state"),
+        Event::VmReady { vm, took } => format!("vm {vm}: ready after {:.1}s", took.as_secs_f64()),
         Event::StepStarted { vm, step } => format!("vm {vm}: step {step} running"),
         Event::StepFinished { vm, step, status, took } => {
             format!("vm {vm}: step {step} {status} ({:.1}s)", took.as_secs_f64())

@@ -27,8 +27,10 @@ pub enum Event {
     VmStarted {
         /// VM name.
         vm: String,
+        /// It loads a saved VM state instead of booting.
+        restoring: bool,
     },
-    /// A VM's guest agent answered.
+    /// A VM is ready for its steps: its guest agent answered (and its identity is set).
     VmReady {
         /// VM name.
         vm: String,

@@ -372,7 +372,8 @@ fn assert_later_run_with_a_good_cache_works(sb: &Sandbox, ns: &MountNs, cache_di
         .clone();
     assert_eq!(kernel["outcome"], "built", "the kernel must be built afresh, not taken from a failed attempt");
     let kinds: Vec<String> = own_entries(ns, cache_dir).into_iter().map(|(k, _, _)| k).collect();
-    assert_eq!(kinds, vec!["debs".to_string(), "kernel".to_string()], "complete entries now");
+    // The package and the kernel built from it, and the state the booted VM saved.
+    assert_eq!(kinds, ["debs", "kernel", "vmstate"].map(String::from), "complete entries now");
 }
 
 /// The cache tests' common run: the 5.10-kernel suite with `cache_dir` as its cache,

@@ -236,3 +236,118 @@ fn a_kept_vm_can_be_shelled_into_its_entries_survive_gc_and_stop_leaves_nothing(
         vmrepro::infra::images::Cache::new(cache.clone()).list().into_iter().map(|e| e.2).collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// What one run of the saved-state fixture did, per VM: (start, state_saved, the
+/// identity step's stdout).
+fn saved_state_run(sb: &Sandbox, cache: &Path, suite: &Path) -> (Finished, Vec<(String, String, bool, String)>) {
+    let mut cmd = sb.command(suite);
+    cmd.env("VMREPRO_CACHE_DIR", cache).env("VMREPRO_IMAGES", repo_root().join("images"));
+    let fin = sb.run(cmd, LIMIT);
+    assert_eq!(fin.code, SUCCESS, "the run must pass; output:\n{}", fin.output);
+    let dir = sb.run_dirs().into_iter().max().expect("a run folder");
+    let run = read_json(&dir.join("run.json"));
+    let rows = ["east", "west"]
+        .iter()
+        .map(|name| {
+            let v = vm(&run, name);
+            let out = std::fs::read_to_string(dir.join("vms").join(name).join("01-identity.stdout")).unwrap();
+            (
+                name.to_string(),
+                v["start"].as_str().unwrap_or_default().to_string(),
+                v["state_saved"].as_bool().unwrap_or_default(),
+                out,
+            )
+        })
+        .collect();
+    (fin, rows)
+}
+
+/// Each VM has its own host name, MAC and address, and a clock within a minute of the
+/// host's, however it started.
+fn assert_identities(rows: &[(String, String, bool, String)], run: &serde_json::Value) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    for (name, _, _, out) in rows {
+        let lines: Vec<&str> = out.lines().collect();
+        let v = vm(run, name);
+        assert_eq!(lines.first(), Some(&name.as_str()), "host name of {name}: {out}");
+        assert_eq!(lines.get(1).copied(), v["mac"].as_str(), "MAC of {name}: {out}");
+        assert!(
+            lines.get(2).is_some_and(|l| l.contains(&format!("inet {}", v["address"].as_str().unwrap()))),
+            "address of {name}: {out}"
+        );
+        let clock: i64 = lines.get(3).and_then(|l| l.trim().parse().ok()).expect("date +%s");
+        assert!((now - clock).abs() < 60, "clock of {name} is {clock}, host {now}");
+    }
+}
+
+#[test]
+fn a_kinds_state_is_saved_once_restored_later_and_a_broken_one_is_booted_instead() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("saved-state");
+    let cache = sb.root.join("cache");
+    linked_cache(&cache);
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops-suites/saved-state.yaml");
+    let last_run = || read_json(&sb.run_dirs().into_iter().max().unwrap().join("run.json"));
+
+    // 1. No saved state: both boot, one of them saves the kind's state.
+    let (fin, rows) = saved_state_run(&sb, &cache, &suite);
+    assert!(rows.iter().all(|r| r.1 == "booted"), "{rows:?}");
+    assert_eq!(rows.iter().filter(|r| r.2).count(), 1, "exactly one VM saves the kind's state: {rows:?}");
+    assert!(fin.output.contains("saved its state"), "{}", fin.output);
+    assert_identities(&rows, &last_run());
+    let states: Vec<PathBuf> =
+        std::fs::read_dir(cache.join("vmstate")).unwrap().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    assert_eq!(states.len(), 1, "one kind, one entry: {states:?}");
+    for f in ["state", "root.qcow2", "console.log", "meta.json"] {
+        assert!(states[0].join(f).is_file(), "the entry has {f}");
+    }
+
+    // 2. Both start from it, each with its own identity, and reach each other.
+    let (fin, rows) = saved_state_run(&sb, &cache, &suite);
+    assert!(rows.iter().all(|r| r.1 == "restored" && !r.2), "{rows:?}\n{}", fin.output);
+    assert_identities(&rows, &last_run());
+    let dir = sb.run_dirs().into_iter().max().unwrap();
+    let console = std::fs::read_to_string(dir.join("vms/east/console.log")).unwrap();
+    assert!(console.contains("the boot log below is the saved guest's"), "{console}");
+    assert!(console.contains("Linux version"), "the saved boot log is kept: {console}");
+
+    // 3. A state QEMU can't load: both VMs boot instead, with a notice, the damaged
+    //    state is removed and saved again, and the run passes; the next run restores.
+    let state = states[0].join("state");
+    let f = std::fs::OpenOptions::new().write(true).open(&state).unwrap();
+    f.set_len(4096).unwrap();
+    let (fin, rows) = saved_state_run(&sb, &cache, &suite);
+    assert!(rows.iter().all(|r| r.1 == "booted"), "{rows:?}");
+    assert!(fin.output.contains("the saved state can't be used (QEMU could not load it"), "{}", fin.output);
+    assert!(fin.output.contains("the state was removed and will be saved again"), "{}", fin.output);
+    assert_eq!(rows.iter().filter(|r| r.2).count(), 1, "the kind's state is saved again: {rows:?}");
+    assert_identities(&rows, &last_run());
+    let dir = sb.run_dirs().into_iter().max().unwrap();
+    for f in ["qemu.restore-stderr", "console.restore.log"] {
+        assert!(dir.join("vms/east").join(f).is_file(), "the failed restore's {f} is kept");
+    }
+    let cmdline = std::fs::read_to_string(dir.join("vms/east/qemu-cmdline.txt")).unwrap();
+    assert!(!cmdline.contains("-incoming"), "qemu-cmdline.txt is the booting QEMU's: {cmdline}");
+    let (_, rows) = saved_state_run(&sb, &cache, &suite);
+    assert!(rows.iter().all(|r| r.1 == "restored"), "{rows:?}");
+
+    // 3b. A saved overlay qemu-img can't open: the same, found before QEMU starts.
+    std::fs::write(states[0].join("root.qcow2"), b"not a qcow2 image").unwrap();
+    let (fin, rows) = saved_state_run(&sb, &cache, &suite);
+    assert!(rows.iter().all(|r| r.1 == "booted"), "{rows:?}");
+    assert!(fin.output.contains("can't be used (creating overlay"), "{}", fin.output);
+    assert_eq!(rows.iter().filter(|r| r.2).count(), 1, "the kind's state is saved again: {rows:?}");
+    let (_, rows) = saved_state_run(&sb, &cache, &suite);
+    assert!(rows.iter().all(|r| r.1 == "restored"), "{rows:?}");
+
+    // 4. `--fresh-boot` boots and saves nothing.
+    std::fs::remove_dir_all(&states[0]).unwrap();
+    let mut cmd = sb.command(&suite);
+    cmd.arg("--fresh-boot").env("VMREPRO_CACHE_DIR", &cache).env("VMREPRO_IMAGES", repo_root().join("images"));
+    let fin = sb.run(cmd, LIMIT);
+    assert_eq!(fin.code, SUCCESS, "{}", fin.output);
+    let run = last_run();
+    assert!(vms(&run).iter().all(|v| v["start"] == "booted" && v["state"].is_null()), "{run}");
+    assert_eq!(std::fs::read_dir(cache.join("vmstate")).unwrap().flatten().filter(|e| e.path().is_dir()).count(), 0);
+    sb.assert_no_leftovers();
+}

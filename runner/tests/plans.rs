@@ -54,7 +54,7 @@ fn qemu_command_line_for_a_tcg_guest() {
         accel: Accelerator::Tcg,
         kernel: "/CACHE/kernel/KEY/vmlinuz".into(),
         initrd: "/RUN/alpha/initrd.cpio".into(),
-        append: kernel_cmdline("alpha", "10.77.0.11/24", 1500, Some("quiet")),
+        append: kernel_cmdline(Some("quiet")),
         root_overlay: "/RUN/alpha/root.qcow2".into(),
         modules_disk: Some("/CACHE/kernel/KEY/modules.ext4".into()),
         tap: "tap0".into(),
@@ -63,6 +63,8 @@ fn qemu_command_line_for_a_tcg_guest() {
         qga_socket: "/RUN/alpha/qga.sock".into(),
         console_log: "/RESULTS/vms/alpha/console.log".into(),
         shell_socket: "/RUN/alpha/shell.sock".into(),
+        incoming: None,
+        console_append: false,
     };
     let args = qemu_args(&config);
     assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"), "TCG guest: {args:?}");
@@ -73,4 +75,20 @@ fn qemu_command_line_for_a_tcg_guest() {
     settings().bind(|| {
         insta::assert_snapshot!("qemu_args__tcg", shell_line("qemu-system-x86_64", &args).replace(" -", "\n  -"))
     });
+    assert!(!args.iter().any(|a| a.contains("vmrepro.")), "no per-VM identity on the kernel command line");
+
+    // The same VM started from a saved state: the same arguments, the console log
+    // appended to, and `-incoming file:` last.
+    let restored = QemuConfig {
+        incoming: Some("/CACHE/vmstate/KEY/state".into()),
+        console_append: true,
+        root_overlay: "/RUN/alpha/root.qcow2".into(),
+        ..config.clone()
+    };
+    let r = qemu_args(&restored);
+    assert_eq!(&r[r.len() - 2..], ["-incoming", "file:/CACHE/vmstate/KEY/state"]);
+    assert!(r.contains(&"file,id=console,path=/RESULTS/vms/alpha/console.log,append=on".to_string()), "{r:?}");
+    let same: Vec<&String> = r[..r.len() - 2].iter().filter(|a| !a.contains("append=on")).collect();
+    let fresh: Vec<&String> = args.iter().filter(|a| !a.starts_with("file,id=console")).collect();
+    assert_eq!(same, fresh, "a restored VM has the booted VM's devices");
 }

@@ -31,6 +31,7 @@ fn run_suite(path: &Path) -> datatest_stable::Result<()> {
             }
         }),
         run_dir: None,
+        fresh_boot: false,
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let outcome = rt.block_on(vmrepro::run::run(&plan, &opts, std::future::pending()))?;

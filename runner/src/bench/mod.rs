@@ -63,6 +63,8 @@ pub struct BenchOptions {
     pub images: PathBuf,
     /// The image cache (warm).
     pub cache: Cache,
+    /// Runs of the suite and the scaling suites boot every VM (no saved state).
+    pub fresh_boot: bool,
 }
 
 /// Errors that stop the bench before it measures anything.
@@ -150,31 +152,46 @@ pub async fn bench(
     let qemu = crate::infra::qemu::qemu_binary();
     let boot_results = work.path().join("results");
 
+    // The boot VM's kind gets its saved state (if it has none yet) before the reps, so
+    // that every "restoring" run restores.
+    if let Err(e) = vmrepro_boot(&boot_plan, &catalog, &opts.cache, &boot_results, false, interrupt()).await {
+        r.errors.push(format!("saving the boot VM's state: {e}"));
+    }
     for rep in 1..=opts.reps {
         if stopped() {
             break;
         }
-        for bare_turn in [rep % 2 == 1, rep % 2 == 0] {
-            if bare_turn {
-                match bare::boot(&qemu, &bare_cfg, BARE_LIMIT).await {
+        // Bare, booting, restoring: each rep starts with the next one, so each goes
+        // first, second and third equally often over three reps.
+        for turn in 0..3 {
+            match (rep + turn) % 3 {
+                0 => match bare::boot(&qemu, &bare_cfg, BARE_LIMIT).await {
                     Ok(d) => {
                         r.bare_s.push(d.as_secs_f64());
                         progress(format!("bench: rep {rep}/{}: bare boot {:.2} s", opts.reps, d.as_secs_f64()));
                     }
                     Err(e) => r.errors.push(format!("rep {rep}: {e}")),
-                }
-            } else {
-                match vmrepro_boot(&boot_plan, &catalog, &opts.cache, &boot_results, interrupt()).await {
-                    Ok(b) => {
-                        progress(format!(
-                            "bench: rep {rep}/{}: vmrepro agent {:.2} s, first output {:.2} s, run {:.2} s",
-                            opts.reps, b.agent, b.first_output, b.run
-                        ));
-                        r.agent_s.push(b.agent);
-                        r.first_output_s.push(b.first_output);
-                        r.run_s.push(b.run);
+                },
+                n => {
+                    let fresh = n == 1;
+                    let how = if fresh { "booting" } else { "restoring" };
+                    match vmrepro_boot(&boot_plan, &catalog, &opts.cache, &boot_results, fresh, interrupt()).await {
+                        Ok(b) => {
+                            progress(format!(
+                                "bench: rep {rep}/{}: vmrepro {how}: ready {:.2} s, first output {:.2} s, run {:.2} s",
+                                opts.reps, b.agent, b.first_output, b.run
+                            ));
+                            if fresh {
+                                r.agent_s.push(b.agent);
+                                r.first_output_s.push(b.first_output);
+                                r.run_s.push(b.run);
+                            } else {
+                                r.restored_agent_s.push(b.agent);
+                                r.restored_first_output_s.push(b.first_output);
+                            }
+                        }
+                        Err(e) => r.errors.push(format!("rep {rep}: vmrepro {how}: {e}")),
                     }
-                    Err(e) => r.errors.push(format!("rep {rep}: vmrepro boot: {e}")),
                 }
             }
         }
@@ -287,6 +304,7 @@ async fn vmrepro_boot(
     catalog: &Catalog,
     cache: &Cache,
     results: &Path,
+    fresh_boot: bool,
     interrupt: impl std::future::Future<Output = ()>,
 ) -> Result<Boot, String> {
     #[derive(Default)]
@@ -313,6 +331,7 @@ async fn vmrepro_boot(
         catalog: catalog.clone(),
         events,
         run_dir: None,
+        fresh_boot,
     };
     let t = Instant::now();
     let out = crate::run::run(plan, &opts, interrupt).await.map_err(|e| e.to_string())?;
@@ -320,6 +339,13 @@ async fn vmrepro_boot(
     let _ = std::fs::remove_dir_all(&out.dir);
     if out.record.status != crate::run::RunStatus::Passed {
         return Err(format!("{}: {}", status_text(&out.record), out.record.error.unwrap_or_default()));
+    }
+    // A "restoring" run that booted (no saved state, or one QEMU couldn't load) is not
+    // counted as a restore.
+    let started = out.record.vms.first().and_then(|v| v.start);
+    let wanted = if fresh_boot { crate::run::VmStart::Booted } else { crate::run::VmStart::Restored };
+    if started != Some(wanted) {
+        return Err(format!("the VM started as {started:?}, not {wanted:?}"));
     }
     let s = seen.lock().expect("not poisoned");
     match (s.started, s.ready, s.output) {
@@ -344,6 +370,7 @@ async fn run_suite(
         catalog: catalog.clone(),
         events: crate::events::discard(),
         run_dir: None,
+        fresh_boot: opts.fresh_boot,
     };
     let sampler = rss::Sampler::start(RSS_INTERVAL);
     let out = crate::run::run(plan, &run_opts, interrupt).await;

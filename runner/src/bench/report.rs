@@ -21,10 +21,15 @@ pub struct BenchReport {
     pub boot_kernel: String,
     /// Bare QEMU: spawn → the rootfs's command ran → QEMU exited, one value per rep.
     pub bare_s: Vec<f64>,
-    /// vmrepro: QEMU spawn → guest agent answered, per rep.
+    /// vmrepro, booting (`--fresh-boot`): QEMU spawn → ready (guest agent answered,
+    /// identity set), per rep.
     pub agent_s: Vec<f64>,
-    /// vmrepro: QEMU spawn → the first command's output received, per rep.
+    /// vmrepro, booting: QEMU spawn → the first command's output received, per rep.
     pub first_output_s: Vec<f64>,
+    /// vmrepro, restoring the saved state: QEMU spawn → ready, per rep.
+    pub restored_agent_s: Vec<f64>,
+    /// vmrepro, restoring the saved state: QEMU spawn → the first command's output.
+    pub restored_first_output_s: Vec<f64>,
     /// vmrepro: the whole one-VM run (images, network, boot, step, teardown), per rep.
     pub run_s: Vec<f64>,
     /// Warm resolution of the suite's images (cache lookups), per rep.
@@ -159,17 +164,24 @@ pub fn markdown(r: &BenchReport) -> String {
         r.host_cpus, r.accel, r.boot_kernel, r.reps
     );
     s.push_str("| measurement | n | min | median | max |\n|---|---|---|---|---|\n");
-    let rows: [(&str, &[f64], usize); 5] = [
+    let rows: [(&str, &[f64], usize); 7] = [
         ("bare QEMU: spawn → rootfs command → exit (s)", &r.bare_s, 2),
-        ("vmrepro: QEMU spawn → guest agent answered (s)", &r.agent_s, 2),
-        ("vmrepro: QEMU spawn → first command's output (s)", &r.first_output_s, 2),
+        ("vmrepro booting: QEMU spawn → ready (agent answered, identity set) (s)", &r.agent_s, 2),
+        ("vmrepro booting: QEMU spawn → first command's output (s)", &r.first_output_s, 2),
+        ("vmrepro restoring: QEMU spawn → ready (s)", &r.restored_agent_s, 2),
+        ("vmrepro restoring: QEMU spawn → first command's output (s)", &r.restored_first_output_s, 2),
         ("vmrepro: whole one-VM run (s)", &r.run_s, 2),
         ("warm image resolution of the suite (s)", &r.images_warm_s, 3),
     ];
     for (name, v, d) in rows {
         s.push_str(&format!("| {name} | {} | {} |\n", v.len(), cells(v, d)));
     }
-    for (name, a) in [("agent", &r.agent_s), ("first output", &r.first_output_s)] {
+    for (name, a) in [
+        ("booting: ready", &r.agent_s),
+        ("booting: first output", &r.first_output_s),
+        ("restoring: ready", &r.restored_agent_s),
+        ("restoring: first output", &r.restored_first_output_s),
+    ] {
         let q = ratios(a, &r.bare_s);
         s.push_str(&format!("| ratio vmrepro {name} / bare (per rep) | {} | {} |\n", q.len(), cells(&q, 2)));
     }
@@ -289,6 +301,8 @@ mod tests {
             bare_s: vec![2.0, 3.0, 2.5],
             agent_s: vec![4.0, 4.5, 5.0],
             first_output_s: vec![4.2, 4.8, 5.1],
+            restored_agent_s: vec![1.0, 0.75, 1.25],
+            restored_first_output_s: vec![1.1, 0.9, 1.3],
             run_s: vec![6.0, 6.5, 7.0],
             images_warm_s: vec![0.01, 0.02, 0.03],
             images_cold: None,
@@ -315,7 +329,9 @@ mod tests {
         assert!(md.contains("| bare QEMU: spawn → rootfs command → exit (s) | 3 | 2.00 | 2.50 | 3.00 |"), "{md}");
         assert!(md.contains("| warm image resolution of the suite (s) | 3 | 0.010 | 0.020 | 0.030 |"), "{md}");
         // Per-rep ratios 2.0, 1.5, 2.0 → min 1.50, median 2.00, max 2.00.
-        assert!(md.contains("| ratio vmrepro agent / bare (per rep) | 3 | 1.50 | 2.00 | 2.00 |"), "{md}");
+        assert!(md.contains("| ratio vmrepro booting: ready / bare (per rep) | 3 | 1.50 | 2.00 | 2.00 |"), "{md}");
+        // Restoring: 0.5, 0.25, 0.5.
+        assert!(md.contains("| ratio vmrepro restoring: ready / bare (per rep) | 3 | 0.25 | 0.50 | 0.50 |"), "{md}");
         assert!(md.contains("| steps on server (2 steps) | 7.5 | 6.0 | 5.0 |"), "{md}");
         assert!(md.contains("| teardown | – | 0.3 | – |"), "{md}");
         // RSS 470–540 MiB; the most over guest RAM is client-1's 86 MiB.

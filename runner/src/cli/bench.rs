@@ -38,6 +38,7 @@ pub(super) async fn bench(args: BenchArgs, images: Option<&Path>, cache: Cache) 
         results_root: args.results,
         images,
         cache,
+        fresh_boot: args.fresh_boot,
     };
     let (tx, rx) = tokio::sync::watch::channel(false);
     let signals = tokio::spawn(async move {

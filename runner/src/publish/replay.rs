@@ -226,6 +226,7 @@ impl Prepared {
             catalog: self.catalog.clone(),
             events: opts.events.clone(),
             run_dir: None,
+            fresh_boot: false,
         };
         let outcome = crate::run::run(&self.plan, &run_opts, interrupt).await?;
         let then_dir = self.bundle.top.join(&self.bundle.info.run);

@@ -308,7 +308,7 @@ pub fn collect(
             kernel: read_trim("/proc/sys/kernel/osrelease"),
             cpu_model: cpu_model(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default()),
             cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
-            qemu_version: qemu_version(),
+            qemu_version: crate::infra::qemu::qemu_version(),
         },
         vmrepro: ToolInfo::current(),
         suite,
@@ -367,15 +367,6 @@ pub fn cpu_model(cpuinfo: &str) -> String {
             let (k, v) = l.split_once(':')?;
             matches!(k.trim(), "model name" | "cpu model" | "Processor").then(|| v.trim().to_string())
         })
-        .unwrap_or_default()
-}
-
-fn qemu_version() -> String {
-    std::process::Command::new(crate::infra::qemu::qemu_binary())
-        .arg("--version")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).lines().next().map(str::to_string))
         .unwrap_or_default()
 }
 

@@ -27,13 +27,14 @@ use crate::infra::images::{resolve_all, Cache, CancelFlag, Catalog, ImageError};
 use crate::infra::net::{Namespace, NetError};
 use crate::infra::qemu::accel::{probe_cached, AccelChoice};
 use crate::infra::qemu::args::Accelerator;
+use crate::infra::qemu::state::{StateMeta, StateSupport};
 use crate::infra::qemu::vm::{Vm, VmError};
 use crate::plan::{Plan, StepKind};
 use crate::spec::Accel;
 
 pub use keep::Keep;
 use record::{write_json, NamespaceRecord, Timings, RUN_SCHEMA};
-pub use record::{RunRecord, RunStatus, StepRecord, StepStatus, VmRecord};
+pub use record::{RunRecord, RunStatus, StepRecord, StepStatus, VmRecord, VmStart};
 pub use resources::sweep_stale_temp_dirs;
 use resources::{create_temp_dir, Resources};
 use scheduler::Recorder;
@@ -120,6 +121,9 @@ pub struct RunOptions {
     pub events: EventSink,
     /// Run folder to use instead of a new timestamped one.
     pub run_dir: Option<PathBuf>,
+    /// Boot every VM, and save no VM state (`--fresh-boot`); otherwise a VM whose kind
+    /// has a saved state starts from it (see [`crate::infra::qemu::state`]).
+    pub fresh_boot: bool,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -231,6 +235,13 @@ pub async fn run_with(
             r.vms.iter().flat_map(|v| &v.steps).any(|s| s.status != StepStatus::Passed)
         };
         if keep.applies(failed) {
+            // A VM whose run was cut short while it saved its state may be stopped, or
+            // its migration may still go on: a kept VM must run.
+            for vm in res.vms.iter_mut() {
+                if !vm.has_exited() {
+                    let _ = vm.resume().await;
+                }
+            }
             let alive = keep::alive(&mut res.vms);
             if alive.is_empty() {
                 (opts.events)(Event::Notice("--keep: nothing to keep, every VM has exited".into()));
@@ -407,31 +418,72 @@ async fn execute(
     rec.record.lock().expect("not poisoned").timings.network_s = t_net.elapsed().as_secs_f64();
     let (ns, vms) = (&*ns, &mut res.vms);
 
+    let states = if opts.fresh_boot {
+        None
+    } else {
+        match StateSupport::probe(&env.host.qemu_version, &env.host.kernel) {
+            Ok(s) => Some(s),
+            Err(why) => {
+                events(Event::Notice(format!("notice: {why}")));
+                None
+            }
+        }
+    };
+    let mut starts = Vec::new();
     for (i, v) in plan.vms.iter().enumerate() {
+        let kernel = &images.kernels[&v.kernel.label()];
+        let rootfs = &images.rootfs[&v.rootfs_request().id()];
         let inputs = prepare::Inputs {
             plan,
             run_dir: &rec.dir,
             tmp_dir: &tmp_path,
-            kernel: &images.kernels[&v.kernel.label()],
-            rootfs: &images.rootfs[&v.rootfs_request().id()],
+            kernel,
+            rootfs,
             tap: &taps[i],
             accel: accel_for(v.accel),
+            cache,
+            states: states.as_ref(),
         };
         let p = prepare::prepare_vm(v, &inputs)?;
+        if let Some(n) = &p.notice {
+            events(Event::Notice(n.clone()));
+        }
+        let hold: scheduler::StateHold = Arc::new(Mutex::new(p.restore_hold));
+        res.state_holds.push(hold.clone());
+        starts.push(scheduler::StartPlan {
+            cache,
+            ns,
+            state_key: p.state_key.clone(),
+            boot_config: p.boot_config.clone(),
+            hold,
+            cmdline_file: p.cmdline_file.clone(),
+            meta: StateMeta {
+                kernel_release: kernel.release.clone(),
+                rootfs: rootfs.name.clone(),
+                memory_mib: v.memory_mib,
+                saved_from: format!("{}/{}", plan.suite, v.name),
+                ram_bytes: 0,
+                took_s: 0.0,
+            },
+            cidr: p.record.address.clone(),
+            mtu: plan.mtu,
+        });
         rec.record.lock().expect("not poisoned").vms.push(p.record);
         let vdir = rec.dir.join("vms").join(&v.name);
-        let mut vm = Vm::spawn(&p.config, ns, &vdir.join("qemu.stderr"))?;
-        vm.set_env(&v.env);
+        let vm = Vm::spawn(&p.config, ns, &vdir.join("qemu.stderr"))?;
         rec.set_vm(&v.name, |r| r.pid = Some(vm.pid() as u32));
         vms.push(vm);
-        events(Event::VmStarted { vm: v.name.clone() });
+        events(Event::VmStarted { vm: v.name.clone(), restoring: p.config.incoming.is_some() });
     }
     rec.save()?;
 
     let (progress, _) = tokio::sync::watch::channel(BTreeMap::new());
     let booted_at: Mutex<Option<Instant>> = Mutex::new(None);
     let result = futures::future::try_join_all(
-        vms.iter_mut().zip(&plan.vms).map(|(vm, vp)| scheduler::run_vm(vm, vp, &progress, rec, &booted_at)),
+        vms.iter_mut()
+            .zip(&plan.vms)
+            .zip(&starts)
+            .map(|((vm, vp), start)| scheduler::run_vm(vm, vp, &progress, rec, &booted_at, start)),
     )
     .await
     .map(|_| ());

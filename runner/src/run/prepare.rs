@@ -5,12 +5,15 @@
 
 use std::path::Path;
 
+use crate::infra::images::cache::{Cache, EntryHold};
+use crate::infra::images::gc::Outcome;
 use crate::infra::images::{KernelArtifact, RootfsArtifact};
 use crate::infra::net::mac_for;
 use crate::infra::qemu::args::{kernel_cmdline, qemu_args, shell_line, Accelerator, QemuConfig};
+use crate::infra::qemu::state::{self, StateSupport};
 use crate::plan::{Plan, VmPlan};
 
-use super::record::{StepRecord, StepStatus, VmRecord};
+use super::record::{StepRecord, StepStatus, VmRecord, VmStart};
 use super::{io_err, RunError};
 
 /// What [`prepare_vm`] made.
@@ -20,6 +23,17 @@ pub(super) struct Prepared {
     pub config: QemuConfig,
     /// The VM's record, before it boots.
     pub record: VmRecord,
+    /// Its kind's saved-state key, when saved states are used.
+    pub state_key: Option<String>,
+    /// The saved state it starts from, held for the run (its overlay backs the VM's).
+    pub restore_hold: Option<EntryHold>,
+    /// Its QEMU command line's file (`vms/<vm>/qemu-cmdline.txt`).
+    pub cmdline_file: std::path::PathBuf,
+    /// What the user should hear about its saved state (one it could not use).
+    pub notice: Option<String>,
+    /// How to boot it instead, when `config` restores it: used if QEMU can't load the
+    /// saved state.
+    pub boot_config: Option<BootInstead>,
 }
 
 /// Where and with what a VM is prepared.
@@ -39,14 +53,52 @@ pub(super) struct Inputs<'a> {
     pub tap: &'a str,
     /// The accelerator it uses.
     pub accel: Accelerator,
+    /// The cache (saved VM states are entries of it).
+    pub cache: &'a Cache,
+    /// Set when saved VM states are used (see [`crate::infra::qemu::state`]).
+    pub states: Option<&'a StateSupport>,
+}
+
+/// How to boot a VM whose saved state QEMU could not load: its configuration without
+/// `-incoming`, whose root overlay (over the rootfs image) is created only then.
+#[derive(Debug, Clone)]
+pub(super) struct BootInstead {
+    /// QEMU's configuration.
+    pub config: QemuConfig,
+    /// The rootfs image its overlay is created over.
+    pub rootfs_image: std::path::PathBuf,
+}
+
+/// Creates the qcow2 overlay `overlay` over `backing` (`raw` rootfs image or `qcow2`
+/// saved overlay).
+///
+/// Errors: [`RunError::Io`] naming the overlay, with `qemu-img`'s message.
+pub(super) fn create_overlay(backing: &Path, format: &str, overlay: &Path) -> Result<(), RunError> {
+    let out = std::process::Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2", "-F", format, "-b"])
+        .arg(backing)
+        .arg(overlay)
+        .output()
+        .map_err(io_err("running qemu-img for", overlay))?;
+    if !out.status.success() {
+        return Err(RunError::Io {
+            what: "creating overlay",
+            path: overlay.to_path_buf(),
+            source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        });
+    }
+    Ok(())
 }
 
 /// Prepares VM `v`: writes `vms/<vm>/qemu-cmdline.txt` under the run folder and the
-/// overlay and initrd under `<temp folder>/<vm>/` (a 0700 folder).
+/// overlay and initrd under `<temp folder>/<vm>/` (a 0700 folder). When its kind has a
+/// saved state (see [`crate::infra::qemu::state`]), the VM restores it: its overlay
+/// is backed by the saved one, QEMU gets `-incoming`, and its console log starts with
+/// the saved guest's boot log.
 ///
 /// Errors: [`RunError::Io`] naming the file or tool (`qemu-img`) that failed.
 pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, RunError> {
-    let Inputs { plan, run_dir, tmp_dir, kernel, rootfs, tap, accel } = *input;
+    let Inputs { plan, run_dir, tmp_dir, kernel, rootfs, tap, accel, cache, states } = *input;
     let vdir = run_dir.join("vms").join(&v.name);
     std::fs::create_dir_all(&vdir).map_err(io_err("creating VM results folder", &vdir))?;
     let tdir = tmp_dir.join(&v.name);
@@ -54,32 +106,19 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
         .create(&tdir)
         .map_err(io_err("creating VM temp folder", &tdir))?;
     let overlay = tdir.join("root.qcow2");
-    let out = std::process::Command::new("qemu-img")
-        .args(["create", "-q", "-f", "qcow2", "-F", "raw", "-b"])
-        .arg(&rootfs.image)
-        .arg(&overlay)
-        .output()
-        .map_err(io_err("running qemu-img for", &overlay))?;
-    if !out.status.success() {
-        return Err(RunError::Io {
-            what: "creating overlay",
-            path: overlay,
-            source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_string()),
-        });
-    }
     let initrd = tdir.join("initrd.cpio");
     crate::infra::images::initramfs::concat(&[&rootfs.initramfs_base, &kernel.initramfs_modules], &initrd)
         .map_err(io_err("writing initrd", &initrd))?;
     let cidr = format!("{}/{}", v.address, plan.subnet.prefix_len());
-    let config = QemuConfig {
+    let mut config = QemuConfig {
         name: v.name.clone(),
         memory_mib: v.memory_mib,
         cpus: v.cpus,
         accel,
         kernel: kernel.image.clone(),
         initrd,
-        append: kernel_cmdline(&v.name, &cidr, plan.mtu, v.cmdline.as_deref()),
-        root_overlay: overlay,
+        append: kernel_cmdline(v.cmdline.as_deref()),
+        root_overlay: overlay.clone(),
         modules_disk: kernel.modules_disk.clone(),
         tap: tap.to_string(),
         mac: mac_for(&plan.suite, &v.name),
@@ -87,6 +126,65 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
         qga_socket: tdir.join("qga.sock"),
         console_log: vdir.join("console.log"),
         shell_socket: tdir.join(crate::run::SHELL_SOCKET),
+        incoming: None,
+        console_append: false,
+    };
+    let bases: Vec<&Path> = std::iter::once(rootfs.image.as_path()).chain(kernel.modules_disk.as_deref()).collect();
+    let state_key = states.map(|s| state::state_key(&config, &kernel.key, &rootfs.key, &bases, s));
+    let mut notice = None;
+    let saved = state_key.as_deref().and_then(|k| cache.hold_existing(state::KIND, k)).and_then(|(dir, hold)| {
+        // An entry that can't be used (a file missing or not a regular file, its
+        // overlay not one qemu-img can open) is removed, and this VM boots and saves
+        // it again.
+        let (state_file, root) = (dir.join(state::STATE_FILE), dir.join(state::ROOT_FILE));
+        let problem = if !(state_file.is_file() && root.is_file()) {
+            Some(format!("{} or {} is missing or not a regular file", state::STATE_FILE, state::ROOT_FILE))
+        } else if !state::usable_path(&state_file) {
+            return None;
+        } else {
+            create_overlay(&root, "qcow2", &overlay).err().map(|e| e.to_string())
+        };
+        match problem {
+            None => Some((dir, hold)),
+            Some(why) => {
+                let entry = hold.entry();
+                drop(hold);
+                let key = (state::KIND.to_string(), state_key.clone().unwrap_or_default());
+                let removed = matches!(crate::infra::images::gc::remove_entry(cache, &key, false), Outcome::Removed);
+                notice = Some(format!(
+                    "notice: VM {}: the saved state {entry} can't be used ({why}); booting it instead{}",
+                    v.name,
+                    if removed { "; the state was removed and will be saved again" } else { "" }
+                ));
+                None
+            }
+        }
+    });
+    let mut boot_config = None;
+    let restore_hold = match saved {
+        Some((dir, hold)) => {
+            boot_config = Some(BootInstead {
+                config: QemuConfig { root_overlay: tdir.join("root-boot.qcow2"), ..config.clone() },
+                rootfs_image: rootfs.image.clone(),
+            });
+            let boot_log = std::fs::read(dir.join(state::CONSOLE_FILE)).unwrap_or_default();
+            let mut log = format!(
+                "vmrepro: the boot log below is the saved guest's (saved state {}); {} starts from that state\n",
+                hold.entry(),
+                v.name
+            )
+            .into_bytes();
+            log.extend_from_slice(&boot_log);
+            log.extend_from_slice(format!("\nvmrepro: {} restored from the saved state\n", v.name).as_bytes());
+            std::fs::write(&config.console_log, log).map_err(io_err("writing", &config.console_log))?;
+            config.incoming = Some(dir.join(state::STATE_FILE));
+            config.console_append = true;
+            Some(hold)
+        }
+        None => {
+            create_overlay(&rootfs.image, "raw", &overlay)?;
+            None
+        }
     };
     let cmdline = shell_line(&crate::infra::qemu::qemu_binary(), &qemu_args(&config));
     let cmd_path = vdir.join("qemu-cmdline.txt");
@@ -105,6 +203,9 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
         console_log: format!("vms/{}/console.log", v.name),
         qemu_cmdline: format!("vms/{}/qemu-cmdline.txt", v.name),
         clock: None,
+        start: Some(if restore_hold.is_some() { VmStart::Restored } else { VmStart::Booted }),
+        state: state_key.clone(),
+        state_saved: false,
         steps: v
             .steps
             .iter()
@@ -125,5 +226,5 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
             })
             .collect(),
     };
-    Ok(Prepared { config, record })
+    Ok(Prepared { config, record, state_key, restore_hold, boot_config, cmdline_file: cmd_path, notice })
 }

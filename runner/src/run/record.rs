@@ -94,7 +94,8 @@ pub struct VmRecord {
     pub accel: Accelerator,
     /// QEMU's PID (also its process group) while it ran.
     pub pid: Option<u32>,
-    /// QEMU start → guest agent answered, seconds.
+    /// QEMU start → ready for its first step (guest agent answered, state saved if
+    /// this run saved it, identity applied), seconds.
     pub boot_s: Option<f64>,
     /// How QEMU ended.
     pub ending: Option<Ending>,
@@ -106,6 +107,27 @@ pub struct VmRecord {
     pub steps: Vec<StepRecord>,
     /// Guest clock against the host's over the run (from `guest-get-time`).
     pub clock: Option<ClockCheck>,
+    /// How it started: `booted`, or `restored` from a saved VM state (absent in runs
+    /// of runners before saved states).
+    #[serde(default)]
+    pub start: Option<VmStart>,
+    /// The saved-state key of its kind (`<cache>/vmstate/<key>`), when saved states
+    /// were used (not with `--fresh-boot`).
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Whether this run saved its kind's state (it booted and none was saved yet).
+    #[serde(default)]
+    pub state_saved: bool,
+}
+
+/// How a VM started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VmStart {
+    /// QEMU booted its kernel.
+    Booted,
+    /// QEMU loaded a saved VM state (`-incoming`).
+    Restored,
 }
 
 /// How the guest's clock kept time against the host's between the guest agent's first

@@ -21,6 +21,9 @@ pub(super) struct Resources {
     /// Shared locks on every cache entry the VMs use (kernels, rootfs), so that
     /// `vmrepro images gc` leaves them alone while the run lives; released last.
     pub(super) holds: Vec<std::sync::Arc<crate::infra::images::cache::EntryHold>>,
+    /// Shared locks on the saved VM states the VMs started from (their overlays are
+    /// backed by them); a VM whose state could not be loaded gives its hold up early.
+    pub(super) state_holds: Vec<super::scheduler::StateHold>,
     /// The control socket (`vmrepro stop`); taken out before the teardown and closed
     /// after the final `run.json` (see [`super::keep`]).
     pub(super) control: Option<super::keep::Control>,
@@ -42,6 +45,7 @@ impl Resources {
         }
         self.tmp_lock = None;
         self.holds.clear();
+        self.state_holds.clear();
         problems
     }
 }

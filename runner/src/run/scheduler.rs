@@ -14,10 +14,15 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::events::{Event, EventSink};
+use crate::infra::images::cache::{Cache, EntryHold};
+use crate::infra::images::gc;
+use crate::infra::net::Namespace;
+use crate::infra::qemu::args::{qemu_args, shell_line};
+use crate::infra::qemu::state::{self, StateMeta};
 use crate::infra::qemu::vm::{Vm, VmError};
 use crate::plan::{Dependency, StepKind, StepPlan, Until, VmPlan};
 
-use super::record::{write_json, ClockCheck, RunRecord, StepRecord, StepStatus, VmRecord};
+use super::record::{write_json, ClockCheck, RunRecord, StepRecord, StepStatus, VmRecord, VmStart};
 use super::{io_err, RunError};
 
 /// Which VMs are up (`step: None`) and which steps ended, and whether they passed.
@@ -144,6 +149,210 @@ async fn diagnose(vm: &mut Vm, vp: &VmPlan, idx: usize, rec: &Recorder) -> Resul
     Ok(format!("vms/{}/{name}", vp.name))
 }
 
+/// A run's shared lock on the saved VM state a VM started from (see
+/// [`crate::infra::images::cache::Cache::hold_existing`]), given up early when QEMU
+/// can't load that state, so that the state can be replaced.
+pub(super) type StateHold = Arc<Mutex<Option<EntryHold>>>;
+
+/// How a VM gets from QEMU's start to its first step.
+pub(super) struct StartPlan<'a> {
+    /// The cache its kind's saved state is written to.
+    pub cache: &'a Cache,
+    /// The run's network namespace (to boot the VM again if its saved state can't be
+    /// loaded).
+    pub ns: &'a Namespace,
+    /// Its kind's saved-state key, when saved states are used.
+    pub state_key: Option<String>,
+    /// How to boot it instead, when it starts from a saved state.
+    pub boot_config: Option<super::prepare::BootInstead>,
+    /// The hold on the saved state it starts from.
+    pub hold: StateHold,
+    /// `vms/<vm>/qemu-cmdline.txt`.
+    pub cmdline_file: PathBuf,
+    /// What its saved state would record.
+    pub meta: StateMeta,
+    /// Its address, `ADDR/PREFIX`.
+    pub cidr: String,
+    /// The network's MTU.
+    pub mtu: u32,
+}
+
+/// Longest the identity command ([`state::identity_script`]) and the link-down before
+/// a save may take.
+const IDENTITY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Waits for `vm`'s guest agent; saves its kind's state if it booted and none is saved
+/// yet; gives the guest its identity, then the suite's `env:`. A VM whose saved state
+/// QEMU can't load is booted instead (with a notice), and the state is removed (when no
+/// other VM holds it) and saved again. Returns the time from the call (just after QEMU
+/// started) to ready.
+///
+/// Errors: [`RunError::Vm`] when it doesn't come up, can't run again after a save, or
+/// the identity command fails.
+async fn start_vm(vm: &mut Vm, vp: &VmPlan, rec: &Recorder, start: &StartPlan<'_>) -> Result<Duration, RunError> {
+    let t = Instant::now();
+    let mut booted = vm.config().incoming.is_none();
+    match vm.wait_ready(vp.boot_timeout).await {
+        Ok(_) => {}
+        Err(VmError::Exited(e)) if !booted && start.boot_config.is_some() => {
+            let why = format!("QEMU could not load it: {}", e.qemu_stderr.lines().last().unwrap_or("no reason given"));
+            boot_instead(vm, vp, rec, start, &why).await?;
+            booted = true;
+        }
+        Err(e) => return Err(RunError::Vm(e)),
+    }
+    if !booted {
+        // A state put in place of another kind's (copied by hand) would run another
+        // kernel than the one the run records: check the one thing that must hold.
+        let r = vm.exec("kernel-check", "uname -r", None, IDENTITY_TIMEOUT).await?;
+        let got = String::from_utf8_lossy(&r.stdout).trim().to_string();
+        if got != start.meta.kernel_release {
+            vm.shutdown().await;
+            let why = format!("the guest runs kernel {got}, not {}", start.meta.kernel_release);
+            boot_instead(vm, vp, rec, start, &why).await?;
+            booted = true;
+        }
+    }
+    if booted {
+        if let Some(key) = &start.state_key {
+            save_state(vm, vp, rec, start, key).await?;
+        }
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+    let script = state::identity_script(&vp.name, &vm.config().mac, start.mtu, &start.cidr, now);
+    let mut random = vec![0u8; state::IDENTITY_RANDOM_BYTES];
+    let _ = getrandom_into(&mut random);
+    // Before the suite's `env:` is set: nothing of the suite runs in it.
+    let r = vm.exec("identity", &script, Some(random), IDENTITY_TIMEOUT).await?;
+    if r.exit_code != Some(0) {
+        return Err(RunError::Vm(VmError::Agent {
+            vm: vp.name.clone(),
+            source: std::io::Error::other(format!(
+                "setting the guest's host name, address and clock failed (exit {:?}): {}",
+                r.exit_code,
+                String::from_utf8_lossy(&r.stderr).trim()
+            )),
+        }));
+    }
+    vm.set_env(&vp.env);
+    Ok(t.elapsed())
+}
+
+/// Replaces `vm`, whose saved state can't be used (`why`: QEMU could not load it, or it
+/// holds another kernel), with a booting one
+/// (its root overlay over the rootfs image is created now): keeps the failed attempt's
+/// stderr and console as `qemu.restore-stderr` and
+/// `console.restore.log`, rewrites `qemu-cmdline.txt`, gives up the hold on the state
+/// and removes it if no other VM holds it (a later boot of the kind saves it again).
+///
+/// Errors: [`RunError::Io`] when the overlay or `qemu-cmdline.txt` can't be written,
+/// [`RunError::Vm`] when the new QEMU can't start or doesn't come up.
+async fn boot_instead(
+    vm: &mut Vm,
+    vp: &VmPlan,
+    rec: &Recorder,
+    start: &StartPlan<'_>,
+    why: &str,
+) -> Result<(), RunError> {
+    let instead = start.boot_config.as_ref().expect("checked by the caller");
+    let boot = &instead.config;
+    super::prepare::create_overlay(&instead.rootfs_image, "raw", &boot.root_overlay)?;
+    let vdir = rec.dir.join("vms").join(&vp.name);
+    let stderr = vdir.join("qemu.stderr");
+    let _ = std::fs::rename(&stderr, vdir.join("qemu.restore-stderr"));
+    let _ = std::fs::rename(&boot.console_log, vdir.join("console.restore.log"));
+    let line = shell_line(&crate::infra::qemu::qemu_binary(), &qemu_args(boot));
+    std::fs::write(&start.cmdline_file, format!("{line}\n")).map_err(io_err("writing", &start.cmdline_file))?;
+    drop(start.hold.lock().expect("not poisoned").take());
+    let removed = start.state_key.as_ref().is_some_and(|k| {
+        matches!(gc::remove_entry(start.cache, &(state::KIND.to_string(), k.clone()), false), gc::Outcome::Removed)
+    });
+    rec.event(Event::Notice(format!(
+        "notice: VM {}: the saved state can't be used ({why}); booting it instead{}",
+        vp.name,
+        if removed { "; the state was removed and will be saved again" } else { "" }
+    )));
+    *vm = Vm::spawn(boot, start.ns, &stderr)?;
+    rec.set_vm(&vp.name, |r| {
+        r.pid = Some(vm.pid() as u32);
+        r.start = Some(VmStart::Booted);
+    });
+    rec.event(Event::VmStarted { vm: vp.name.clone(), restoring: false });
+    vm.wait_ready(vp.boot_timeout).await?;
+    Ok(())
+}
+
+/// Fills `buf` from the host's `/dev/urandom`.
+fn getrandom_into(buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")?.read_exact(buf)
+}
+
+/// Saves `vm`'s state as its kind's (`key`) unless it exists or another VM is saving
+/// it. eth0 goes down first (the state then holds no link, no IPv6 address and sends
+/// nothing from this VM's MAC; the identity command brings it up). A failed save is a
+/// notice, not an error: the VM goes on.
+///
+/// Errors: QEMU exited meanwhile, or the guest can't be made to run again
+/// ([`RunError::Vm`]).
+async fn save_state(
+    vm: &mut Vm,
+    vp: &VmPlan,
+    rec: &Recorder,
+    start: &StartPlan<'_>,
+    key: &str,
+) -> Result<(), RunError> {
+    let not_saved = |why: String| Event::Notice(format!("notice: VM {}: its state was not saved: {why}", vp.name));
+    let writer = match start.cache.begin_entry(state::KIND, key) {
+        Ok(Some(w)) if state::usable_path(w.path()) => w,
+        Ok(_) => return Ok(()),
+        Err(e) => {
+            rec.event(not_saved(e.to_string()));
+            return Ok(());
+        }
+    };
+    let down = vm.exec("link-down", "ip link set eth0 down", None, IDENTITY_TIMEOUT).await?;
+    if down.exit_code != Some(0) {
+        rec.event(not_saved(format!(
+            "`ip link set eth0 down` failed: {}",
+            String::from_utf8_lossy(&down.stderr).trim()
+        )));
+        return Ok(());
+    }
+    let t = Instant::now();
+    let ram = match vm.save_state(writer.path()).await? {
+        Ok(ram) => ram,
+        Err(e) => {
+            rec.event(not_saved(e.to_string()));
+            return Ok(());
+        }
+    };
+    let meta = StateMeta { ram_bytes: ram, took_s: t.elapsed().as_secs_f64(), ..start.meta.clone() };
+    let meta_path = writer.path().join(state::META_FILE);
+    // fsync of ~100 MB: off the task that drives every VM's steps.
+    let written = tokio::task::spawn_blocking(move || {
+        let bytes = serde_json::to_vec_pretty(&meta).map_err(|e| e.to_string())?;
+        std::fs::write(&meta_path, bytes).map_err(|e| e.to_string())?;
+        writer.commit().map_err(|e| e.to_string())?;
+        Ok::<StateMeta, String>(meta)
+    })
+    .await
+    .unwrap_or_else(|e| Err(e.to_string()));
+    match written {
+        Ok(meta) => {
+            rec.set_vm(&vp.name, |r| r.state_saved = true);
+            rec.event(Event::Notice(format!(
+                "vm {}: saved its state ({} MB of RAM, {:.1}s): later VMs of its kind start from it",
+                vp.name,
+                ram / 1_000_000,
+                meta.took_s
+            )));
+        }
+        Err(e) => rec.event(not_saved(e)),
+    }
+    Ok(())
+}
+
 /// Boots nothing: waits for `vm`'s guest agent, then runs `vp`'s steps in order,
 /// publishing each outcome to `progress` and recording it with `rec`.
 ///
@@ -155,16 +364,17 @@ pub(super) async fn run_vm(
     progress: &Progress,
     rec: &Recorder,
     booted_at: &Mutex<Option<Instant>>,
+    start: &StartPlan<'_>,
 ) -> Result<(), RunError> {
     let vdir = rec.dir.join("vms").join(&vp.name);
     let up = Dependency { vm: vp.name.clone(), step: None, until: Until::Passed };
-    let took = match vm.wait_ready(vp.boot_timeout).await {
+    let took = match start_vm(vm, vp, rec, start).await {
         Ok(t) => t,
         Err(e) => {
             progress.send_modify(|m| {
                 m.insert(up, false);
             });
-            return Err(RunError::Vm(e));
+            return Err(e);
         }
     };
     *booted_at.lock().expect("not poisoned") = Some(Instant::now());

@@ -144,7 +144,7 @@ impl Cache {
     ) -> Result<(PathBuf, CacheOutcome, EntryHold), ImageError> {
         let final_path = self.entry_path(kind, key);
         let kind_dir = self.root.join(kind);
-        let lock_path = kind_dir.join(format!("{key}.lock"));
+        let lock_path = self.lock_path(kind, key);
         let unheld = || EntryHold { lock: None, kind: kind.to_string(), key: key.to_string() };
         if let Err(e) = std::fs::create_dir_all(&kind_dir) {
             if final_path.is_dir() {
@@ -198,6 +198,14 @@ impl Cache {
         final_path: &Path,
         build: impl FnOnce(&Path) -> Result<(), ImageError>,
     ) -> Result<(), ImageError> {
+        let tmp = self.build_folder(kind, key)?;
+        build(tmp.path())?;
+        commit(tmp, final_path)
+    }
+
+    /// A fresh build folder for `kind/key` under `<root>/tmp/`, after removing that
+    /// entry's earlier build folders; the caller holds the entry's exclusive lock.
+    fn build_folder(&self, kind: &str, key: &str) -> Result<tempfile::TempDir, ImageError> {
         let tmp_root = self.root.join("tmp");
         std::fs::create_dir_all(&tmp_root).map_err(ImageError::io("creating cache folder", &tmp_root))?;
         // We hold the lock: any build folder of this entry is a killed build's leftover.
@@ -209,26 +217,58 @@ impl Cache {
                 }
             }
         }
-        let tmp = tempfile::Builder::new()
+        tempfile::Builder::new()
             .prefix(&prefix)
             .tempdir_in(&tmp_root)
-            .map_err(ImageError::io("creating build folder", &tmp_root))?;
-        build(tmp.path())?;
-        sync_tree(tmp.path())?;
-        let built = tmp.keep();
-        if let Err(e) = std::fs::rename(&built, final_path) {
-            let _ = std::fs::remove_dir_all(&built);
-            return Err(ImageError::Io {
-                what: "moving built entry into the cache",
-                path: final_path.to_path_buf(),
-                source: e,
-            });
+            .map_err(ImageError::io("creating build folder", &tmp_root))
+    }
+
+    /// The entry `kind/key` if it exists, held (see [`EntryHold`]) so that
+    /// `vmrepro images gc` leaves it alone while the hold lives. `None` when it is
+    /// missing, or being written or removed right now (its exclusive lock is taken:
+    /// this does not wait), or the cache can't be locked.
+    pub fn hold_existing(&self, kind: &str, key: &str) -> Option<(PathBuf, EntryHold)> {
+        let final_path = self.entry_path(kind, key);
+        if !final_path.is_dir() {
+            return None;
         }
-        // Make the rename itself durable; a failure here only risks a rebuild.
-        if let Some(d) = final_path.parent().and_then(|p| File::open(p).ok()) {
-            let _ = d.sync_all();
+        let lock_file = File::options().create(true).append(true).open(self.lock_path(kind, key)).ok()?;
+        let lock = Flock::lock(lock_file, FlockArg::LockSharedNonblock).ok()?;
+        final_path
+            .is_dir()
+            .then(|| (final_path, EntryHold { lock: Some(lock), kind: kind.to_string(), key: key.to_string() }))
+    }
+
+    /// Starts writing the missing entry `kind/key` from work that fills it over time (a
+    /// saved VM state): takes the entry's exclusive lock without waiting and gives an
+    /// empty build folder. `Ok(None)` when the entry exists, or someone else is writing
+    /// it (or gc is removing it). Dropping the [`EntryWriter`] without
+    /// [`EntryWriter::commit`] removes the folder and leaves no entry.
+    ///
+    /// Errors ([`ImageError::Io`] naming the path): the cache folder or lock can't be
+    /// created, or the build folder can't be made.
+    pub fn begin_entry(&self, kind: &str, key: &str) -> Result<Option<EntryWriter>, ImageError> {
+        let kind_dir = self.root.join(kind);
+        std::fs::create_dir_all(&kind_dir).map_err(ImageError::io("creating cache folder", &kind_dir))?;
+        let lock_path = self.lock_path(kind, key);
+        let lock_file = File::options()
+            .create(true)
+            .append(true)
+            .open(&lock_path)
+            .map_err(ImageError::io("creating cache lock", &lock_path))?;
+        let Ok(lock) = Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) else { return Ok(None) };
+        let final_path = self.entry_path(kind, key);
+        if final_path.is_dir() {
+            return Ok(None);
         }
-        Ok(())
+        let tmp = self.build_folder(kind, key)?;
+        Ok(Some(EntryWriter { tmp, final_path, _lock: lock }))
+    }
+
+    /// The lock file of entry `kind/key` (`<root>/<kind>/<key>.lock`, see the module
+    /// docs).
+    pub(crate) fn lock_path(&self, kind: &str, key: &str) -> PathBuf {
+        self.root.join(kind).join(format!("{key}.lock"))
     }
 
     /// Lists complete entries as `(kind, key, path)`.
@@ -251,6 +291,50 @@ impl Cache {
         out.sort();
         out
     }
+}
+
+/// An entry being written ([`Cache::begin_entry`]): its build folder, under the entry's
+/// exclusive lock.
+#[derive(Debug)]
+pub struct EntryWriter {
+    tmp: tempfile::TempDir,
+    final_path: PathBuf,
+    _lock: Flock<File>,
+}
+
+impl EntryWriter {
+    /// The build folder to fill.
+    pub fn path(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// Flushes the folder to disk and renames it into place; returns the entry's path.
+    ///
+    /// Errors: [`ImageError::Io`] naming the file that can't be flushed or moved; the
+    /// folder is then removed.
+    pub fn commit(self) -> Result<PathBuf, ImageError> {
+        commit(self.tmp, &self.final_path)?;
+        Ok(self.final_path)
+    }
+}
+
+/// Flushes build folder `tmp` and renames it to `final_path`; on error it is removed.
+fn commit(tmp: tempfile::TempDir, final_path: &Path) -> Result<(), ImageError> {
+    sync_tree(tmp.path())?;
+    let built = tmp.keep();
+    if let Err(e) = std::fs::rename(&built, final_path) {
+        let _ = std::fs::remove_dir_all(&built);
+        return Err(ImageError::Io {
+            what: "moving built entry into the cache",
+            path: final_path.to_path_buf(),
+            source: e,
+        });
+    }
+    // Make the rename itself durable; a failure here only risks a rebuild.
+    if let Some(d) = final_path.parent().and_then(|p| File::open(p).ok()) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 /// `fsync`s every file and folder under `dir` (symlinks are not followed).

@@ -173,6 +173,18 @@ fn describe(kind: &str, path: &Path) -> String {
         "kernel" => std::fs::read_to_string(path.join("release"))
             .map_or_else(|_| "kernel".into(), |r| format!("kernel {}", r.trim())),
         "rootfs" => "rootfs (an older recipe or a removed one)".into(),
+        crate::infra::qemu::state::KIND => std::fs::read(path.join(crate::infra::qemu::state::META_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<crate::infra::qemu::state::StateMeta>(&b).ok())
+            .map_or_else(
+                || "saved VM state".into(),
+                |m| {
+                    format!(
+                        "saved VM state: kernel {}, {}, {} MiB (saved by {})",
+                        m.kernel_release, m.rootfs, m.memory_mib, m.saved_from
+                    )
+                },
+            ),
         other => other.to_string(),
     }
 }
@@ -256,9 +268,9 @@ pub fn gc(cache: &Cache, usage: &Usage, policy: &GcPolicy) -> Vec<GcItem> {
 /// Removes entry `id` under its exclusive lock (taken without waiting): renamed into
 /// the cache's `tmp/` first, so no one sees a half-removed entry, then deleted. The
 /// lock file stays (removing it would let two processes lock different files).
-fn remove_entry(cache: &Cache, id: &EntryId, dry_run: bool) -> Outcome {
+pub(crate) fn remove_entry(cache: &Cache, id: &EntryId, dry_run: bool) -> Outcome {
     let (kind, key) = id;
-    let lock_path = cache.root().join(kind).join(format!("{key}.lock"));
+    let lock_path = cache.lock_path(kind, key);
     let file = match File::options().create(true).append(true).open(&lock_path) {
         Ok(f) => f,
         Err(e) => return Outcome::Failed(format!("opening {}: {e}", lock_path.display())),
@@ -299,7 +311,7 @@ fn sweep_build_folders(cache: &Cache) {
         }
         let mut parts = name.splitn(3, '-');
         let (Some(kind), Some(key), Some(_)) = (parts.next(), parts.next(), parts.next()) else { continue };
-        let lock_path = cache.root().join(kind).join(format!("{key}.lock"));
+        let lock_path = cache.lock_path(kind, key);
         // A build creates the lock file before its folder: no lock file, no build.
         match File::open(&lock_path) {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {

@@ -47,6 +47,12 @@ pub struct QemuConfig {
     /// Unix socket of the second serial port, `ttyS1` in the guest, where a root
     /// shell waits for `vmrepro shell` (`/sbin/vmrepro-shell`).
     pub shell_socket: PathBuf,
+    /// A saved VM state to start from instead of booting (`-incoming file:<path>`,
+    /// see [`super::state`]).
+    pub incoming: Option<PathBuf>,
+    /// Append to the console log (which then starts with the saved guest's boot log)
+    /// instead of truncating it.
+    pub console_append: bool,
 }
 
 /// The machine, accelerator and CPU model every VM gets: `-machine q35` with
@@ -81,12 +87,16 @@ pub fn qemu_args(c: &QemuConfig) -> Vec<String> {
     push(&["-mon", "chardev=qmp,mode=control"]);
     push(&["-chardev", &format!("socket,id=qga,path={},server=on,wait=off", p(&c.qga_socket))]);
     push(&["-device", "virtio-serial-pci", "-device", "virtserialport,chardev=qga,name=org.qemu.guest_agent.0"]);
-    push(&["-chardev", &format!("file,id=console,path={}", p(&c.console_log))]);
+    let append = if c.console_append { ",append=on" } else { "" };
+    push(&["-chardev", &format!("file,id=console,path={}{append}", p(&c.console_log))]);
     push(&["-serial", "chardev:console"]);
     // Second port: ttyS1 (8250, built into every kernel we boot), nothing until a
     // client connects.
     push(&["-chardev", &format!("socket,id=shell,path={},server=on,wait=off", p(&c.shell_socket))]);
     push(&["-serial", "chardev:shell"]);
+    if let Some(state) = &c.incoming {
+        push(&["-incoming", &format!("file:{}", p(state))]);
+    }
     a
 }
 
@@ -109,18 +119,22 @@ pub const RUNNER_PARAMETERS: &[(&str, &str)] = &[
     ("initrd", "it passes its own initramfs"),
     ("noinitrd", "it boots from its own initramfs"),
     ("net.ifnames", "its init configures the NIC by the name eth0"),
-    ("ip", "its init sets the guest's address from vmrepro.ip: kernel IP autoconfiguration would fight it"),
-    ("nfsaddrs", "its init sets the guest's address from vmrepro.ip: kernel IP autoconfiguration would fight it"),
+    ("ip", "it gives the guest its address after boot, through the guest agent: kernel IP autoconfiguration would fight it"),
+    ("nfsaddrs", "it gives the guest its address after boot, through the guest agent: kernel IP autoconfiguration would fight it"),
 ];
 
-/// Prefix of the runner's own parameters (`vmrepro.hostname`, `vmrepro.ip`,
-/// `vmrepro.mtu`), read by `/sbin/vmrepro-init`: a second one breaks its setup.
+/// Prefix of the parameters `/sbin/vmrepro-init` reads (`vmrepro.hostname`,
+/// `vmrepro.ip`, `vmrepro.mtu`, from older runners; the runner now gives a guest its
+/// identity through the guest agent, see [`super::state::identity_script`]): a suite's
+/// would configure eth0 behind the runner's back.
 pub const RUNNER_PREFIX: &str = "vmrepro.";
 
-/// The kernel command line for a guest: serial console, panic → exit, and our init's
-/// settings (`vmrepro.*`, read by `/sbin/vmrepro-init`).
-pub fn kernel_cmdline(hostname: &str, cidr: &str, mtu: u32, extra: Option<&str>) -> String {
-    let mut s = format!("console=ttyS0 panic=-1 rdinit=/init net.ifnames=0 vmrepro.hostname={hostname} vmrepro.ip={cidr} vmrepro.mtu={mtu}");
+/// The kernel command line for a guest: serial console, panic → exit, our initramfs,
+/// eth0 by that name, then the suite's `cmdline:`. Nothing in it differs between VMs
+/// that boot the same kernel with the same `cmdline:`, so one saved state serves them
+/// all ([`super::state`]).
+pub fn kernel_cmdline(extra: Option<&str>) -> String {
+    let mut s = String::from("console=ttyS0 panic=-1 rdinit=/init net.ifnames=0");
     if let Some(e) = extra {
         s.push(' ');
         s.push_str(e);
@@ -147,7 +161,7 @@ mod tests {
     /// Every parameter the runner writes is one a suite may not give.
     #[test]
     fn runner_parameters_cover_the_runners_command_line() {
-        let line = kernel_cmdline("alpha", "10.77.0.11/24", 1500, None);
+        let line = kernel_cmdline(None);
         for token in line.split(' ') {
             let name = token.split('=').next().unwrap_or(token);
             assert!(

@@ -257,7 +257,7 @@ fn parameters(line: &str) -> Result<Vec<Parameter<'_>>, String> {
 /// quotes, none of the runner's own parameters, nothing the kernel would hand to the
 /// guest's init as an environment variable, and the whole line (the runner's part for
 /// this VM included) within [`MAX_KERNEL_CMDLINE_BYTES`].
-pub(super) fn check_cmdline(errs: &mut Vec<ValidationError>, key: &str, line: &str, vm: &str, cidr: &str, mtu: u32) {
+pub(super) fn check_cmdline(errs: &mut Vec<ValidationError>, key: &str, line: &str) {
     let mut rule = |message: String| errs.push(ValidationError::Rule { key: key.into(), message });
     if let Some(c) = line.chars().find(|c| !(' '..='~').contains(c)) {
         let what = if c.is_ascii() { format!("the control character {}", describe(c)) } else { char_note(c) };
@@ -275,7 +275,7 @@ pub(super) fn check_cmdline(errs: &mut Vec<ValidationError>, key: &str, line: &s
             rule(format!("`{}`: the runner sets `{owned}` itself ({why}); remove it from cmdline", p.token));
         } else if name.starts_with(RUNNER_PREFIX) {
             rule(format!(
-                "`{}` is one of the runner's own parameters ({RUNNER_PREFIX}hostname, {RUNNER_PREFIX}ip, {RUNNER_PREFIX}mtu, read by the guest's init); remove it from cmdline",
+                "`{}` is one of the runner's own parameters ({RUNNER_PREFIX}hostname, {RUNNER_PREFIX}ip, {RUNNER_PREFIX}mtu, read by the guest's init, which would configure eth0 behind the runner's back); remove it from cmdline",
                 p.token
             ));
         } else if p.token.contains('=')
@@ -290,9 +290,9 @@ pub(super) fn check_cmdline(errs: &mut Vec<ValidationError>, key: &str, line: &s
             ));
         }
     }
-    let full = kernel_cmdline(vm, cidr, mtu, Some(line)).len();
+    let full = kernel_cmdline(Some(line)).len();
     if full > MAX_KERNEL_CMDLINE_BYTES {
-        let own = kernel_cmdline(vm, cidr, mtu, None).len();
+        let own = kernel_cmdline(None).len();
         rule(format!(
             "the kernel command line would be {full} bytes ({own} of them the runner's); at most {MAX_KERNEL_CMDLINE_BYTES} bytes boot reliably (Debian's 5.10 kernel stopped early in boot with 2.4 KiB)"
         ));
@@ -305,7 +305,7 @@ mod tests {
 
     fn errors(line: &str) -> Vec<String> {
         let mut errs = Vec::new();
-        check_cmdline(&mut errs, "vms[0].cmdline", line, "alpha", "10.77.0.11/24", 1500);
+        check_cmdline(&mut errs, "vms[0].cmdline", line);
         errs.iter().map(|e| e.to_string()).collect()
     }
 

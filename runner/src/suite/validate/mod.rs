@@ -248,9 +248,7 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
         extras::check(&mut errs, file, catalog, s, vm, &k);
         kernel::check_kernel(&mut errs, file, catalog, &format!("{k}.kernel"), &vm.kernel);
         if let Some(line) = &vm.cmdline {
-            let cidr = format!("{}/{}", vm.address, subnet.prefix_len());
-            let mtu = s.network.mtu.unwrap_or(crate::plan::DEFAULT_MTU);
-            kernel::check_cmdline(&mut errs, &format!("{k}.cmdline"), line, &vm.name, &cidr, mtu);
+            kernel::check_cmdline(&mut errs, &format!("{k}.cmdline"), line);
         }
         if let Some(e) = vm.net.as_ref().and_then(|n| n.egress.as_ref()) {
             netem::check_netem(&mut errs, &format!("{k}.net.egress"), e);

@@ -1,0 +1,336 @@
+//! Saved VM state: boot a kind of VM once, save its state after the guest agent first
+//! answers, and start later VMs of the same kind from that state instead of booting.
+//!
+//! **Saving.** A VM that booted (its kind had no saved state) is migrated live to a file
+//! with QMP `migrate` `file:<path>` (QEMU ≥ 8.2): the guest runs while its memory is
+//! copied and stops only for the last pass, which also flushes its disks. Its qcow2
+//! root overlay is then copied beside the memory, and the VM resumes (`cont`) and runs
+//! its steps. The entry, `<cache>/vmstate/<key>/` ([`STATE_FILE`], [`ROOT_FILE`],
+//! [`CONSOLE_FILE`], [`META_FILE`]), is written like every cache entry (build folder,
+//! `fsync`, rename; [`crate::infra::images::cache::Cache::begin_entry`]): one VM saves it,
+//! and VMs of the same kind that boot at the same time just boot.
+//!
+//! **Restoring.** QEMU starts with the same arguments plus `-incoming file:<state>`, its
+//! root overlay backed by the saved overlay (so the disk is what the saved guest's page
+//! cache expects), and resumes where the saved guest stopped: its guest agent answers in
+//! a fraction of a second instead of a boot's seconds.
+//!
+//! **What a kind is** ([`state_key`]): the SHA-256 of QEMU's version, [`STATE_FORMAT`],
+//! the kernel's and rootfs's cache keys, the size and modification time of the disk
+//! images a restored guest's page cache sits on (rebuilt under the same key, an ext4
+//! image differs: mkfs picks a new UUID), the host CPU and kernel (with KVM, whose
+//! `-cpu host` copies the CPU), and QEMU's whole argument vector with the per-VM parts (name, sockets,
+//! files, tap, MAC) replaced by placeholders: memory, vCPUs, accelerator, the kernel
+//! command line (with the suite's `cmdline:`) and every device are in it.
+//!
+//! **Identity.** Nothing that differs between VMs of a kind is in the saved state:
+//! the kernel command line has no host name or address, the guest's init gives eth0 no
+//! address, and eth0 is taken down before the save (no link, no IPv6 address, nothing
+//! sent from the saving VM's MAC). After the agent answers, booted or restored, the runner
+//! applies the VM's identity with one command ([`identity_script`]): host name, MAC,
+//! MTU, address, clock, and host randomness mixed into the guest's entropy pool.
+//!
+//! What a restored guest shares with the guest that was saved (and with every other
+//! VM restored from the same state): its boot log (`dmesg`), `uptime`,
+//! `/proc/sys/kernel/random/boot_id`, and everything in its memory: the same start
+//! state on every run. Its random-number generator is reseeded with host randomness
+//! by the identity command.
+
+use std::path::{Path, PathBuf};
+
+use super::args::{qemu_args, QemuConfig};
+
+/// Cache kind of saved VM states.
+pub const KIND: &str = "vmstate";
+/// The migration stream (QMP `migrate` to `file:`).
+pub const STATE_FILE: &str = "state";
+/// The root overlay as it was when the state was saved (qcow2, backed by the rootfs).
+pub const ROOT_FILE: &str = "root.qcow2";
+/// The saved guest's serial console up to the save.
+pub const CONSOLE_FILE: &str = "console.log";
+/// What the entry is (JSON, [`StateMeta`]).
+pub const META_FILE: &str = "meta.json";
+/// Changes when what a saved state must contain changes (the identity protocol, the
+/// files of an entry): older entries are then not used.
+pub const STATE_FORMAT: u32 = 1;
+/// Oldest QEMU that can migrate to and from a file (`file:` URIs: QEMU 8.2).
+pub const MIN_QEMU: (u32, u32) = (8, 2);
+
+/// What an entry was saved from, written to [`META_FILE`] for `vmrepro images list`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StateMeta {
+    /// `uname -r` of the guest's kernel.
+    pub kernel_release: String,
+    /// The rootfs (`bookworm-nfs`, `bookworm-nfs+iperf3`).
+    pub rootfs: String,
+    /// Guest memory, MiB.
+    pub memory_mib: u64,
+    /// The VM (and suite) it was saved from.
+    pub saved_from: String,
+    /// Bytes of guest RAM written.
+    pub ram_bytes: u64,
+    /// Seconds the save took (migration and overlay copy).
+    pub took_s: f64,
+}
+
+/// Whether this host's QEMU can save and restore VM state, and the inputs of every
+/// [`state_key`] that don't depend on the VM.
+#[derive(Debug, Clone)]
+pub struct StateSupport {
+    /// First line of `qemu-system-x86_64 --version`.
+    pub qemu_version: String,
+    /// The host CPU's model name and flags (`/proc/cpuinfo`) and the host kernel's
+    /// release, for KVM keys.
+    pub host_cpu: String,
+}
+
+impl StateSupport {
+    /// Checks QEMU's version (`qemu_version`, the first line of its `--version`: at
+    /// least [`MIN_QEMU`]); `host_kernel` is the host's `/proc/sys/kernel/osrelease`
+    /// (both as the run's environment record read them).
+    ///
+    /// Errors: the reason saved states can't be used, as a sentence.
+    pub fn probe(qemu_version: &str, host_kernel: &str) -> Result<StateSupport, String> {
+        let version = qemu_version.to_string();
+        match parse_qemu_version(&version) {
+            Some(v) if v >= MIN_QEMU => {}
+            Some((a, b)) => {
+                return Err(format!(
+                    "QEMU {a}.{b} can't save VM state to a file (needs {}.{}); every VM boots",
+                    MIN_QEMU.0, MIN_QEMU.1
+                ))
+            }
+            None => return Err(format!("can't read QEMU's version from {version:?}; every VM boots")),
+        }
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let first = cpuinfo.split("\n\n").next().unwrap_or_default();
+        let host_cpu = first
+            .lines()
+            .filter(|l| l.starts_with("model name") || l.starts_with("flags"))
+            .chain(std::iter::once(host_kernel.trim()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        Ok(StateSupport { qemu_version: version, host_cpu })
+    }
+}
+
+/// `(major, minor)` of `QEMU emulator version 10.0.2 (…)`.
+pub fn parse_qemu_version(line: &str) -> Option<(u32, u32)> {
+    let v = line.split("version ").nth(1)?.split_whitespace().next()?;
+    let mut it = v.split('.');
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// The key of the kind of VM `config` boots (see the module docs): equal for two VMs
+/// exactly when one may start from the other's saved state.
+/// `base_images` are the disk images under the guest's page cache (the rootfs image,
+/// the modules disk): their sizes and modification times count.
+pub fn state_key(
+    config: &QemuConfig,
+    kernel_key: &str,
+    rootfs_key: &str,
+    base_images: &[&Path],
+    support: &StateSupport,
+) -> String {
+    let placeholder = |s: &str| PathBuf::from(format!("/vmstate/{s}"));
+    let generic = QemuConfig {
+        name: "vm".into(),
+        initrd: placeholder("initrd"),
+        root_overlay: placeholder("root.qcow2"),
+        tap: "tap".into(),
+        mac: "52:54:00:00:00:00".into(),
+        qmp_socket: placeholder("qmp"),
+        qga_socket: placeholder("qga"),
+        console_log: placeholder("console"),
+        shell_socket: placeholder("shell"),
+        incoming: None,
+        console_append: false,
+        ..config.clone()
+    };
+    let cpu = match config.accel {
+        super::args::Accelerator::Kvm => support.host_cpu.as_str(),
+        super::args::Accelerator::Tcg => "",
+    };
+    let stamps: Vec<String> = base_images
+        .iter()
+        .map(|p| {
+            let m = std::fs::metadata(p).ok();
+            let mtime =
+                m.as_ref().and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+            format!("{} {} {}", p.display(), m.map_or(0, |m| m.len()), mtime.map_or(0, |d| d.as_nanos()))
+        })
+        .collect();
+    let text = serde_json::json!({
+        "bases": stamps,
+        "format": STATE_FORMAT,
+        "qemu": support.qemu_version,
+        "kernel": kernel_key,
+        "rootfs": rootfs_key,
+        "host_cpu": cpu,
+        "args": qemu_args(&generic),
+    });
+    crate::infra::sha256_hex(text.to_string().as_bytes())
+}
+
+/// Whether `path` can be given to QEMU as a `file:` migration URI (QEMU splits its
+/// options at commas).
+pub fn usable_path(path: &Path) -> bool {
+    !path.to_string_lossy().contains(',')
+}
+
+/// Bytes of host randomness [`identity_script`] mixes into the guest's entropy pool
+/// (sent on its stdin).
+pub const IDENTITY_RANDOM_BYTES: usize = 64;
+
+/// The command that gives a booted or restored guest its identity, run through the
+/// guest agent with [`IDENTITY_RANDOM_BYTES`] of host randomness on stdin: the bytes
+/// are written to `/dev/urandom` (mixed into the input pool, not credited) and the
+/// kernel's generator is reseeded from that pool at once (`RNDRESEEDCRNG`, ioctl
+/// 0x5207, Linux ≥ 4.17, through perl, which every Debian rootfs has), so that VMs
+/// restored from one state don't draw the same random numbers;
+/// `/proc/sys/kernel/hostname` and `/etc/hostname`; eth0 down (dropping the IPv6
+/// link-local address made from the saved MAC), its MAC, MTU and address, and up; the
+/// clock set to `now_s` (the host's clock, seconds since the epoch, with GNU `date`).
+/// `cidr` is `ADDR/PREFIX`. All inputs come from the plan (names and addresses the
+/// suite checker accepted, a MAC and MTU the runner chose), not from suite text.
+pub fn identity_script(hostname: &str, mac: &str, mtu: u32, cidr: &str, now_s: f64) -> String {
+    format!(
+        "set -e
+cat > /dev/urandom
+perl -e 'open(my $f, \">\", \"/dev/urandom\") or exit 0; ioctl($f, 0x5207, 0); exit 0'
+echo {hostname} > /proc/sys/kernel/hostname
+echo {hostname} > /etc/hostname
+date -u -s @{now_s:.3} > /dev/null
+i=0
+while [ ! -e /sys/class/net/eth0 ] && [ \"$i\" -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+ip -force -batch - <<'EOF'
+link set lo up
+link set eth0 down
+address flush dev eth0
+link set eth0 address {mac} mtu {mtu}
+address add {cidr} dev eth0
+link set eth0 up
+EOF
+"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infra::qemu::args::Accelerator;
+
+    fn config(name: &str, accel: Accelerator, memory_mib: u64, extra: Option<&str>) -> QemuConfig {
+        let p = |s: &str| PathBuf::from(format!("/tmp/run-{name}/{s}"));
+        QemuConfig {
+            name: name.into(),
+            memory_mib,
+            cpus: 1,
+            accel,
+            kernel: "/cache/kernel/k1/vmlinuz".into(),
+            initrd: p("initrd.cpio"),
+            append: crate::infra::qemu::args::kernel_cmdline(extra),
+            root_overlay: p("root.qcow2"),
+            modules_disk: Some("/cache/kernel/k1/modules.ext4".into()),
+            tap: format!("tap-{name}"),
+            mac: crate::infra::net::mac_for("suite", name),
+            qmp_socket: p("qmp.sock"),
+            qga_socket: p("qga.sock"),
+            console_log: p("console.log"),
+            shell_socket: p("shell.sock"),
+            incoming: None,
+            console_append: false,
+        }
+    }
+
+    fn support() -> StateSupport {
+        StateSupport { qemu_version: "QEMU emulator version 10.0.2".into(), host_cpu: "flags: vmx".into() }
+    }
+
+    #[test]
+    fn vms_that_differ_only_in_identity_share_a_key() {
+        let s = support();
+        let a = state_key(&config("client-a", Accelerator::Tcg, 384, None), "k1", "r1", &[], &s);
+        let b = state_key(&config("client-b", Accelerator::Tcg, 384, None), "k1", "r1", &[], &s);
+        assert_eq!(a, b);
+        let mut restored = config("client-c", Accelerator::Tcg, 384, None);
+        restored.incoming = Some("/cache/vmstate/x/state".into());
+        restored.console_append = true;
+        assert_eq!(state_key(&restored, "k1", "r1", &[], &s), a, "a restored VM is of the kind it was restored from");
+    }
+
+    #[test]
+    fn anything_the_guest_could_see_changes_the_key() {
+        let s = support();
+        let base = state_key(&config("a", Accelerator::Tcg, 384, None), "k1", "r1", &[], &s);
+        let others = [
+            state_key(&config("a", Accelerator::Tcg, 512, None), "k1", "r1", &[], &s),
+            state_key(&config("a", Accelerator::Kvm, 384, None), "k1", "r1", &[], &s),
+            state_key(&config("a", Accelerator::Tcg, 384, Some("nosmt")), "k1", "r1", &[], &s),
+            state_key(&config("a", Accelerator::Tcg, 384, None), "k2", "r1", &[], &s),
+            state_key(&config("a", Accelerator::Tcg, 384, None), "k1", "r2", &[], &s),
+            state_key(
+                &config("a", Accelerator::Tcg, 384, None),
+                "k1",
+                "r1",
+                &[],
+                &StateSupport { qemu_version: "QEMU emulator version 10.1.0".into(), ..support() },
+            ),
+        ];
+        for (i, k) in others.iter().enumerate() {
+            assert_ne!(k, &base, "change {i} must change the key");
+        }
+        // The host CPU counts with KVM (-cpu host), not with TCG (-cpu max).
+        let with_cpu = |accel, cpu: &str| {
+            let support = StateSupport { host_cpu: cpu.into(), ..support() };
+            state_key(&config("a", accel, 384, None), "k1", "r1", &[], &support)
+        };
+        assert_ne!(with_cpu(Accelerator::Kvm, "flags: vmx"), with_cpu(Accelerator::Kvm, "flags: vmx avx512f"));
+        assert_eq!(with_cpu(Accelerator::Tcg, "flags: vmx"), with_cpu(Accelerator::Tcg, "flags: vmx avx512f"));
+    }
+
+    #[test]
+    fn a_rebuilt_base_image_changes_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("rootfs.ext4");
+        std::fs::write(&image, b"first build").unwrap();
+        let c = config("a", Accelerator::Tcg, 384, None);
+        let before = state_key(&c, "k1", "r1", &[&image], &support());
+        assert_eq!(before, state_key(&c, "k1", "r1", &[&image], &support()));
+        std::fs::write(&image, b"second build, same cache key").unwrap();
+        assert_ne!(before, state_key(&c, "k1", "r1", &[&image], &support()));
+    }
+
+    #[test]
+    fn qemu_versions_are_read_from_the_version_line() {
+        assert_eq!(
+            parse_qemu_version("QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)"),
+            Some((10, 0))
+        );
+        assert_eq!(parse_qemu_version("QEMU emulator version 7.2.15 (Debian 1:7.2+dfsg-7+deb12u12)"), Some((7, 2)));
+        assert_eq!(parse_qemu_version("QEMU emulator version 8.2.0"), Some((8, 2)));
+        assert_eq!(parse_qemu_version("qemu-system-x86_64: not found"), None);
+        assert!(parse_qemu_version("QEMU emulator version 8.1.5").unwrap() < MIN_QEMU);
+        assert!(parse_qemu_version("QEMU emulator version 8.2.0").unwrap() >= MIN_QEMU);
+    }
+
+    #[test]
+    fn identity_sets_name_link_address_and_clock() {
+        let s = identity_script("client-a", "52:54:00:9e:43:32", 1400, "10.77.0.11/24", 1_764_540_000.25);
+        assert!(s.contains("echo client-a > /proc/sys/kernel/hostname"));
+        assert!(s.contains("link set eth0 address 52:54:00:9e:43:32 mtu 1400"));
+        assert!(s.contains("address add 10.77.0.11/24 dev eth0"));
+        assert!(s.contains("date -u -s @1764540000.250"));
+        assert!(s.contains("ioctl($f, 0x5207, 0)"), "the generator is reseeded after the host's bytes are mixed in");
+        // Down before the MAC changes, up after the address: the link-local address is
+        // made again from the new MAC.
+        let (down, up) = (s.find("link set eth0 down").unwrap(), s.find("link set eth0 up").unwrap());
+        assert!(down < s.find("link set eth0 address").unwrap() && up > s.find("address add").unwrap());
+    }
+
+    #[test]
+    fn paths_with_commas_are_not_given_to_qemu() {
+        assert!(usable_path(Path::new("/root/.cache/vmrepro/vmstate/abc/state")));
+        assert!(!usable_path(Path::new("/home/a,b/.cache/vmrepro/vmstate/abc/state")));
+    }
+}
