@@ -87,6 +87,9 @@ enum Command {
         /// Also write JUnit XML of the new run here.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Boot every VM and save no VM state (as `vmrepro run --fresh-boot`).
+        #[arg(long)]
+        fresh_boot: bool,
     },
     /// Print two runs of a suite side by side (run folders or bundles). Exit 0 when
     /// every verdict agrees, 1 when one differs.
@@ -362,7 +365,9 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Bundle { run_dir, output, with_images } => {
             bundle(&run_dir, output, with_images, cli.images.clone(), cache)
         }
-        Command::Replay { bundle, results, junit } => replay(&bundle, results, junit.as_deref(), cache).await,
+        Command::Replay { bundle, results, junit, fresh_boot } => {
+            replay(&bundle, results, junit.as_deref(), cache, fresh_boot).await
+        }
         Command::Compare { run_a, run_b } => compare(&run_a, &run_b),
         Command::Plan { suite } => match load_or_exit(&suite, cli.images.as_deref()) {
             Ok((plan, _)) => {
@@ -478,7 +483,7 @@ fn human_bytes(n: u64) -> String {
 }
 
 /// `vmrepro replay`.
-async fn replay(bundle: &Path, results: PathBuf, junit: Option<&Path>, cache: Cache) -> i32 {
+async fn replay(bundle: &Path, results: PathBuf, junit: Option<&Path>, cache: Cache, fresh_boot: bool) -> i32 {
     use crate::publish::replay::{prepare, ReplayError, ReplayOptions};
     let prepared = {
         let (b, c) = (bundle.to_path_buf(), cache.clone());
@@ -503,7 +508,7 @@ async fn replay(bundle: &Path, results: PathBuf, junit: Option<&Path>, cache: Ca
     for c in &prepared.checks {
         println!("verified: {c}");
     }
-    let opts = ReplayOptions { results_root: results, cache, events: progress_sink() };
+    let opts = ReplayOptions { results_root: results, cache, events: progress_sink(), fresh_boot };
     let r = match prepared.run(&opts, interrupted()).await {
         Ok(r) => r,
         Err(e) => {

@@ -20,6 +20,7 @@ use vmrepro::infra::images::Catalog;
 use vmrepro::plan::Plan;
 use vmrepro::spec::load::MAX_SUITE_BYTES;
 use vmrepro::spec::{load_suite, SpecError};
+use vmrepro::suite::validate::extras::MAX_FILE_BYTES;
 
 const FIXTURES: &str = "runner/tests/fixtures/bad-suites";
 
@@ -128,6 +129,29 @@ fn file_too_large() {
     s.add_filter(&regex_literal(&format!("{}/", dir.path().display())), "$$TMPDIR/");
     s.set_description("Mistake: a suite larger than 1 MiB (generated in a temporary folder).");
     s.bind(|| insta::assert_snapshot!("bad_suite__file-too-large", rendered));
+}
+
+/// A file for `files:` over [`MAX_FILE_BYTES`] is refused with its path and size.
+/// Generated in a temporary folder beside the suite; the folder is redacted.
+#[test]
+fn copied_file_too_large() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let big = dir.path().join("big.bin");
+    std::fs::write(&big, vec![b'x'; MAX_FILE_BYTES as usize + 1]).expect("write");
+    let path = dir.path().join("copied-file-too-large.yaml");
+    let text = "# Mistake: a file to copy into the guest larger than 1 MiB.\nname: demo\nnetwork:\n  subnet: 10.80.0.0/24\nvms:\n  - name: alpha\n    kernel: { debian: \"6.1\" }\n    address: 10.80.0.10\n    files: [{ src: big.bin, dest: /root/big.bin }]\n";
+    std::fs::write(&path, text).expect("write");
+
+    let (missing, rendered) = defects(&path, check(&path), false);
+    assert!(missing.is_empty(), "{missing:?}");
+    let rendered = rendered.expect("an error");
+    assert!(rendered.contains(&format!("{}", big.display())), "names the file: {rendered}");
+    assert!(rendered.contains(&(MAX_FILE_BYTES + 1).to_string()), "names the size: {rendered}");
+
+    let mut s = settings();
+    s.add_filter(&regex_literal(&format!("{}/", dir.path().display())), "$$TMPDIR/");
+    s.set_description("Mistake: a file to copy into the guest larger than 1 MiB (generated in a temporary folder).");
+    s.bind(|| insta::assert_snapshot!("bad_suite__copied-file-too-large", rendered));
 }
 
 /// Devices that never end (`/dev/zero`) or yield random bytes (`/dev/urandom`) are

@@ -54,6 +54,8 @@ pub struct ReplayOptions {
     pub cache: Cache,
     /// Progress.
     pub events: EventSink,
+    /// Boot every VM and save no VM state ([`RunOptions::fresh_boot`]).
+    pub fresh_boot: bool,
 }
 
 impl std::fmt::Debug for ReplayOptions {
@@ -226,7 +228,7 @@ impl Prepared {
             catalog: self.catalog.clone(),
             events: opts.events.clone(),
             run_dir: None,
-            fresh_boot: false,
+            fresh_boot: opts.fresh_boot,
         };
         let outcome = crate::run::run(&self.plan, &run_opts, interrupt).await?;
         let then_dir = self.bundle.top.join(&self.bundle.info.run);

@@ -322,7 +322,59 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
             });
             continue;
         }
+        // An axis that sets what the VM itself sets replaces it in every variant: the
+        // VM's own value would never run.
+        let own = |axis: &Axis| match axis {
+            Axis::Env(e) => vm.env.contains_key(e),
+            Axis::Sysctl(n) => vm.sysctl.contains_key(n),
+            Axis::NetEgress(f) => vm
+                .net
+                .as_ref()
+                .and_then(|n| n.egress.as_ref())
+                .and_then(|e| serde_yaml::to_value(e).ok())
+                .and_then(|e| e.as_mapping().and_then(|m| m.get(f.as_str())).map(|v| !v.is_null()))
+                .unwrap_or(false),
+            Axis::NetOffloads => vm.net.as_ref().is_some_and(|n| n.offloads.is_some()),
+            Axis::Memory => vm.memory.is_some(),
+            Axis::Cpus => vm.cpus.is_some(),
+            _ => false,
+        };
+        let overridden: Vec<&Axis> = axes.iter().map(|(a, _)| a).filter(|a| own(a)).collect();
+        if !overridden.is_empty() {
+            for a in overridden {
+                errs.push(ValidationError::Rule {
+                    key: format!("vms[{i}].{}", a.field()),
+                    message: format!(
+                        "VM {} sets {} itself and also varies it (variants: {}): every variant replaces this value, so it never runs; remove it here, or make it one of the axis's values",
+                        vm.name,
+                        a.field(),
+                        a.field()
+                    ),
+                });
+            }
+            continue;
+        }
         let combos = product(axes);
+        // Variant n takes the VM's address + n: all of them must be host addresses of
+        // the subnet (the VM's own address is checked with the others, later).
+        let subnet = spec.network.subnet;
+        let last = u32::from(vm.address).checked_add(combos.len() as u32 - 1).map(Ipv4Addr::from);
+        if subnet.contains(&vm.address) && last.is_none_or(|l| !subnet.contains(&l) || l == subnet.broadcast()) {
+            let hosts_left = u32::from(subnet.broadcast()).saturating_sub(u32::from(vm.address));
+            errs.push(ValidationError::Rule {
+                key: format!("vms[{i}].address"),
+                message: format!(
+                    "VM {}'s {} variants take {} consecutive addresses from {}, but the subnet {subnet} has only {hosts_left} host address{} from there (its last is {}); start them lower or use a larger subnet",
+                    vm.name,
+                    combos.len(),
+                    combos.len(),
+                    vm.address,
+                    if hosts_left == 1 { "" } else { "es" },
+                    Ipv4Addr::from(u32::from(subnet.broadcast()) - 1)
+                ),
+            });
+            continue;
+        }
         let mut names = Vec::new();
         for (n, combo) in combos.iter().enumerate() {
             let mut v = VmSpec { variants: Default::default(), ..vm.clone() };

@@ -226,13 +226,21 @@ impl Cache {
     /// The entry `kind/key` if it exists, held (see [`EntryHold`]) so that
     /// `vmrepro images gc` leaves it alone while the hold lives. `None` when it is
     /// missing, or being written or removed right now (its exclusive lock is taken:
-    /// this does not wait), or the cache can't be locked.
+    /// this does not wait). A cache whose lock file can't be opened (a read-only disk,
+    /// another user's cache) gives the entry without a hold, as
+    /// [`Cache::get_or_build_held`] does: entries appear only by rename, whole, and no
+    /// one can remove them there either.
     pub fn hold_existing(&self, kind: &str, key: &str) -> Option<(PathBuf, EntryHold)> {
         let final_path = self.entry_path(kind, key);
         if !final_path.is_dir() {
             return None;
         }
-        let lock_file = File::options().create(true).append(true).open(self.lock_path(kind, key)).ok()?;
+        let lock_file = match File::options().create(true).append(true).open(self.lock_path(kind, key)) {
+            Ok(f) => f,
+            Err(_) => {
+                return Some((final_path, EntryHold { lock: None, kind: kind.to_string(), key: key.to_string() }))
+            }
+        };
         let lock = Flock::lock(lock_file, FlockArg::LockSharedNonblock).ok()?;
         final_path
             .is_dir()
@@ -393,5 +401,24 @@ mod tests {
         assert!(!stale.exists(), "the leftover of the same entry is removed");
         assert!(other.exists(), "another entry's build folder is left alone (its build may be running)");
         assert_eq!(cache.list().len(), 1);
+    }
+
+    /// An entry whose lock file can't be opened (as on a read-only disk: here a folder
+    /// stands where the lock file goes, since root may write anywhere) is still given,
+    /// without a hold; a missing entry is not.
+    #[test]
+    fn an_entry_whose_lock_cannot_be_opened_is_given_unheld() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path().to_path_buf());
+        cache.get_or_build("k", "abc", |p| std::fs::write(p.join("f"), b"y").map_err(ImageError::io("w", p))).unwrap();
+        let lock = cache.lock_path("k", "abc");
+        std::fs::remove_file(&lock).unwrap();
+        std::fs::create_dir(&lock).unwrap();
+        let (path, hold) = cache.hold_existing("k", "abc").expect("the entry is given");
+        assert_eq!(path, cache.entry_path("k", "abc"));
+        assert!(!hold.is_held());
+        assert!(cache.hold_existing("k", "missing").is_none());
+        let (_, hold) = cache.hold_existing("k", "abc").unwrap();
+        assert_eq!(hold.entry(), "k/abc");
     }
 }

@@ -13,10 +13,72 @@ pub const MAX_PACKAGES: usize = 50;
 pub const MAX_FILES: usize = 16;
 /// Largest file copied into a guest, bytes (it travels through the guest agent's JSON).
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
-/// Environment variables a VM's `env:` may not set.
-const RESERVED_ENV: &[&str] = &["PATH", "LC_ALL", "HOME", "SHELL", "IFS", "ENV", "PS1", "PS4", "CDPATH", "TERM"];
-/// Folders no file is copied into: the kernel's and the runner's.
-const NO_FILES_UNDER: &[&str] = &["/proc", "/sys", "/dev", "/run"];
+/// Environment variables a VM's `env:` may not set, and why: the runner sets them, or
+/// the shell, GNU time or the C library acts on them in every command the runner runs
+/// (a measurement's script is `/bin/sh`, its timer GNU `time`, whose output the runner
+/// parses).
+const RESERVED_ENV: &[(&str, &str)] = &[
+    ("PATH", "the runner sets it"),
+    ("LC_ALL", "the runner sets it (C, so that the tools it parses print in one format)"),
+    ("HOME", "the shell acts on it"),
+    ("SHELL", "the shell acts on it"),
+    ("IFS", "the shell splits words by it"),
+    ("ENV", "the shell runs the file it names"),
+    ("BASH_ENV", "bash runs the file it names before every script"),
+    ("SHELLOPTS", "bash takes its options from it"),
+    ("BASHOPTS", "bash takes its options from it"),
+    ("GLOBIGNORE", "bash's globbing acts on it"),
+    ("PROMPT_COMMAND", "bash runs it"),
+    ("PS1", "the shell acts on it"),
+    ("PS4", "the shell acts on it"),
+    ("CDPATH", "the shell's cd acts on it"),
+    ("TERM", "the runner's terminal sets it"),
+    ("TIME", "GNU time takes its output format from it, and the runner parses that output"),
+    ("POSIXLY_CORRECT", "GNU time then prints another format, and the runner parses that output"),
+    ("GLIBC_TUNABLES", "the C library acts on it in every program"),
+    ("GCONV_PATH", "the C library loads code from it"),
+];
+/// Prefixes of reserved environment variable names, and why.
+const RESERVED_ENV_PREFIXES: &[(&str, &str)] = &[
+    ("LD_", "the dynamic loader acts on it in every program"),
+    ("BASH_", "bash acts on it"),
+    ("VMREPRO_", "the runner's own names"),
+];
+/// Folders no file is copied into: the kernel's and the runner's (`/proc`, `/sys`,
+/// `/dev`, `/run`), the guest's programs and libraries, which the runner's own steps
+/// run (`/usr` but not `/usr/local`, `/bin`, `/sbin`, `/lib*`, `/boot`), and NFS's state.
+const NO_FILES_UNDER: &[&str] = &[
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/usr",
+    "/boot",
+    "/var/lib/nfs",
+];
+/// Where a file may go below a [`NO_FILES_UNDER`] folder: the local programs' tree.
+const FILES_ALLOWED_UNDER: &[&str] = &["/usr/local"];
+/// Files the runner or the guest's init writes, or that the guest's logins rest on: a
+/// copy over them would be overwritten, or break every command.
+const RUNNER_FILES: &[&str] = &[
+    "/etc/exports",
+    "/etc/hostname",
+    "/etc/hosts",
+    "/etc/fstab",
+    "/etc/inittab",
+    "/etc/passwd",
+    "/etc/shadow",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/ld.so.preload",
+    "/etc/ld.so.cache",
+];
 
 /// Checks VM `vm` (key path `k`) of suite `s`.
 pub(super) fn check(
@@ -100,12 +162,8 @@ pub(super) fn check(
             && c.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
         if !ok {
             rule(errs, key.clone(), format!("{name:?} is not an environment variable name (uppercase letters, digits and '_', not starting with a digit)"));
-        } else if RESERVED_ENV.contains(&name.as_str()) || name.starts_with("LD_") || name.starts_with("VMREPRO_") {
-            rule(
-                errs,
-                key.clone(),
-                format!("{name} is set by the runner or acted on by the shell or the loader; choose another name"),
-            );
+        } else if let Some(why) = reserved_env(name) {
+            rule(errs, key.clone(), format!("{name} is reserved: {why}; choose another name"));
         }
         if value.len() > 4096 || value.chars().any(|c| c.is_control() && c != '\t') {
             rule(errs, key, "an environment value is at most 4096 bytes of text without control characters".into());
@@ -128,7 +186,8 @@ pub(super) fn check(
                     errs,
                     format!("{fk}.src"),
                     format!(
-                        "is {} bytes; a file copied into a guest is at most {MAX_FILE_BYTES} bytes (1 MiB)",
+                        "{} is {} bytes; a file copied into a guest is at most {MAX_FILE_BYTES} bytes (1 MiB)",
+                        file.resolve(&f.src).display(),
                         meta.len()
                     ),
                 );
@@ -136,16 +195,8 @@ pub(super) fn check(
         }
         if let Some(why) = guest::path_problem(&f.dest, guest::MAX_PATH_BYTES) {
             rule(errs, format!("{fk}.dest"), format!("{} {why}", f.dest));
-        } else if f.dest == "/" || NO_FILES_UNDER.iter().any(|d| f.dest == *d || f.dest.starts_with(&format!("{d}/"))) {
-            rule(
-                errs,
-                format!("{fk}.dest"),
-                format!(
-                    "{} is in a folder of the kernel or the runner ({}); copy it elsewhere",
-                    f.dest,
-                    NO_FILES_UNDER.join(", ")
-                ),
-            );
+        } else if let Some(why) = dest_problem(&f.dest) {
+            rule(errs, format!("{fk}.dest"), why);
         } else if !dests.insert(f.dest.as_str()) {
             rule(errs, format!("{fk}.dest"), format!("{} is copied twice", f.dest));
         }
@@ -155,6 +206,37 @@ pub(super) fn check(
             }
         }
     }
+}
+
+/// Why environment variable `name` is reserved, if it is.
+fn reserved_env(name: &str) -> Option<&'static str> {
+    RESERVED_ENV
+        .iter()
+        .find(|(n, _)| *n == name)
+        .or_else(|| RESERVED_ENV_PREFIXES.iter().find(|(p, _)| name.starts_with(p)))
+        .map(|(_, why)| *why)
+}
+
+/// Why no file may be copied to guest path `dest` (already a strict path), if so.
+fn dest_problem(dest: &str) -> Option<String> {
+    let under = |d: &str| dest == d || dest.strip_prefix(d).is_some_and(|r| r.starts_with('/'));
+    if dest == "/" {
+        return Some("/ is the guest's root folder; give a file's path".into());
+    }
+    if let Some(d) = NO_FILES_UNDER.iter().find(|d| under(d)).filter(|_| !FILES_ALLOWED_UNDER.iter().any(|a| under(a)))
+    {
+        let what = match *d {
+            "/proc" | "/sys" | "/dev" | "/run" => "a folder of the kernel or the runner",
+            "/var/lib/nfs" => "NFS's own state",
+            _ => "the guest system's programs and libraries, which the runner's steps run (/usr/local is allowed)",
+        };
+        return Some(format!("{dest} is under {d}, {what}; copy it elsewhere"));
+    }
+    RUNNER_FILES.contains(&dest).then(|| {
+        format!(
+            "{dest} is written by the runner or the guest's init, or every login rests on it; copy the file elsewhere"
+        )
+    })
 }
 
 /// Permission bits from their octal text (`"0755"`, `"644"`).
@@ -225,5 +307,42 @@ mod tests {
         assert!(package_problem("fio/trixie", &suites).is_some());
         assert!(package_problem("fio;reboot", &suites).is_some());
         assert!(package_problem("-x", &suites).is_some());
+    }
+
+    #[test]
+    fn reserved_environment_names() {
+        for name in
+            ["PATH", "TIME", "POSIXLY_CORRECT", "BASH_ENV", "SHELLOPTS", "LD_PRELOAD", "BASH_XTRACEFD", "VMREPRO_X"]
+        {
+            assert!(reserved_env(name).is_some(), "{name}");
+        }
+        for name in ["VERS", "TIMEOUT", "NFS_VERS", "LDX", "BASHFUL"] {
+            assert_eq!(reserved_env(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn file_destinations() {
+        for ok in
+            ["/root/a.sh", "/usr/local/bin/tool", "/etc/modprobe.d/nfs.conf", "/srv/x", "/usrx/y", "/etc/exports.d/x"]
+        {
+            assert_eq!(dest_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "/",
+            "/proc/sys/x",
+            "/usr/bin/time",
+            "/bin/sh",
+            "/sbin/vmrepro-init",
+            "/lib/modules/x",
+            "/boot/vmlinuz",
+            "/var/lib/nfs/etab",
+            "/etc/exports",
+            "/etc/hostname",
+            "/etc/passwd",
+            "/etc/ld.so.preload",
+        ] {
+            assert!(dest_problem(bad).is_some(), "{bad}");
+        }
     }
 }

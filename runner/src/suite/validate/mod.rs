@@ -4,7 +4,7 @@
 //! the types can't express. Every rule yields a [`ValidationError`] naming the key path
 //! it is about, so the error can show the line.
 
-mod extras;
+pub mod extras;
 pub use extras::parse_mode;
 mod graph;
 pub mod guest;
