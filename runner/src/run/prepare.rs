@@ -69,6 +69,23 @@ pub(super) struct BootInstead {
     pub rootfs_image: std::path::PathBuf,
 }
 
+/// Removes the saved state `key` (if any) that VM `vm` can't use (unless another VM holds it:
+/// gc leaves held entries), and gives the notice saying so, naming the entry
+/// in it (`what`: "the saved state", "the saved state vmstate/KEY"), `why` the reason. The
+/// caller has given up its own hold; a later boot of the kind saves the state again.
+pub(super) fn discard_state(cache: &Cache, key: Option<&str>, vm: &str, what: &str, why: &str) -> String {
+    let removed = key.is_some_and(|k| {
+        matches!(
+            crate::infra::images::gc::remove_entry(cache, &(state::KIND.to_string(), k.to_string()), false),
+            Outcome::Removed
+        )
+    });
+    format!(
+        "notice: VM {vm}: {what} can't be used ({why}); booting it instead{}",
+        if removed { "; the state was removed and will be saved again" } else { "" }
+    )
+}
+
 /// Creates the qcow2 overlay `overlay` over `backing` (`raw` rootfs image or `qcow2`
 /// saved overlay).
 ///
@@ -149,12 +166,12 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
             Some(why) => {
                 let entry = hold.entry();
                 drop(hold);
-                let key = (state::KIND.to_string(), state_key.clone().unwrap_or_default());
-                let removed = matches!(crate::infra::images::gc::remove_entry(cache, &key, false), Outcome::Removed);
-                notice = Some(format!(
-                    "notice: VM {}: the saved state {entry} can't be used ({why}); booting it instead{}",
-                    v.name,
-                    if removed { "; the state was removed and will be saved again" } else { "" }
+                notice = Some(discard_state(
+                    cache,
+                    state_key.as_deref(),
+                    &v.name,
+                    &format!("the saved state {entry}"),
+                    &why,
                 ));
                 None
             }

@@ -15,7 +15,6 @@ use tokio::sync::watch;
 
 use crate::events::{Event, EventSink};
 use crate::infra::images::cache::{Cache, EntryHold};
-use crate::infra::images::gc;
 use crate::infra::net::Namespace;
 use crate::infra::qemu::args::{qemu_args, shell_line};
 use crate::infra::qemu::state::{self, StateMeta};
@@ -264,14 +263,9 @@ async fn boot_instead(
     let line = shell_line(&crate::infra::qemu::qemu_binary(), &qemu_args(boot));
     std::fs::write(&start.cmdline_file, format!("{line}\n")).map_err(io_err("writing", &start.cmdline_file))?;
     drop(start.hold.lock().expect("not poisoned").take());
-    let removed = start.state_key.as_ref().is_some_and(|k| {
-        matches!(gc::remove_entry(start.cache, &(state::KIND.to_string(), k.clone()), false), gc::Outcome::Removed)
-    });
-    rec.event(Event::Notice(format!(
-        "notice: VM {}: the saved state can't be used ({why}); booting it instead{}",
-        vp.name,
-        if removed { "; the state was removed and will be saved again" } else { "" }
-    )));
+    let notice =
+        super::prepare::discard_state(start.cache, start.state_key.as_deref(), &vp.name, "the saved state", why);
+    rec.event(Event::Notice(notice));
     *vm = Vm::spawn(boot, start.ns, &stderr)?;
     rec.set_vm(&vp.name, |r| {
         r.pid = Some(vm.pid() as u32);

@@ -219,7 +219,7 @@ fn reserved_env(name: &str) -> Option<&'static str> {
 
 /// Why no file may be copied to guest path `dest` (already a strict path), if so.
 fn dest_problem(dest: &str) -> Option<String> {
-    let under = |d: &str| dest == d || dest.strip_prefix(d).is_some_and(|r| r.starts_with('/'));
+    let under = |d: &str| guest::is_at_or_under(dest, d);
     if dest == "/" {
         return Some("/ is the guest's root folder; give a file's path".into());
     }

@@ -127,12 +127,17 @@ pub fn path_problem(p: &str, max: usize) -> Option<String> {
     None
 }
 
+/// Whether guest path `p` is folder `dir` or lies below it (`/usrx` is not below `/usr`).
+pub fn is_at_or_under(p: &str, dir: &str) -> bool {
+    p == dir || p.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// The system folder `p` is or lies under (see [`SYSTEM_DIRS`]); `/` itself counts.
 pub fn system_dir(p: &str) -> Option<&'static str> {
     if p == "/" {
         return Some("/");
     }
-    SYSTEM_DIRS.iter().copied().find(|d| p == *d || p.strip_prefix(d).is_some_and(|rest| rest.starts_with('/')))
+    SYSTEM_DIRS.iter().copied().find(|d| is_at_or_under(p, d))
 }
 
 /// Checks a folder in the guest that the runner mounts over or exports (`what` names
