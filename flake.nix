@@ -28,7 +28,7 @@
       pkgs = import nixpkgs { inherit system; };
       lib = pkgs.lib;
       pins = builtins.fromJSON (builtins.readFile ./nix/pinned-kernels.json);
-      runtimeTools = with pkgs; [ qemu mmdebstrap e2fsprogs kmod iproute2 dpkg coreutils util-linux debian-archive-keyring ];
+      runtimeTools = with pkgs; [ qemu mmdebstrap e2fsprogs kmod iproute2 dpkg coreutils util-linux debian-archive-keyring bubblewrap ];
       common = {
         version = "0.1.0";
         src = ./.;

@@ -57,6 +57,13 @@ case " $VMREPRO_NFS_VERSIONS " in
     if rpc.nfsd --nfs-version 2 $v3 --no-nfs-version 4 $transports "$VMREPRO_NFSD_THREADS" 2>/dev/null; then
       :
     else
+      # Fall back to what else was asked for; with NFSv2 alone that is nothing, and
+      # nfsd with every version off would serve no client: fail instead.
+      case " $VMREPRO_NFS_VERSIONS " in
+        *" 3 "*) ;;
+        *) echo "nfs-server-2.4.19: this kernel has no NFSv2 server (CONFIG_NFSD_V2) and NFSv3 was not asked for; nothing to serve" >&2
+           exit 1 ;;
+      esac
       echo "nfs-server-2.4.19: this kernel has no NFSv2 server (CONFIG_NFSD_V2); serving NFSv3 only"
       rpc.nfsd 0 2>/dev/null || true
       rpc.nfsd $v3 --no-nfs-version 4 $transports "$VMREPRO_NFSD_THREADS"

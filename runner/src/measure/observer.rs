@@ -135,7 +135,7 @@ impl Observer {
 
 /// `(field, value)` of one operation's mountstats line, in the kernel's order
 /// (`errors` only where the kernel prints it, Linux ≥ 5.3).
-fn op_fields(s: &mountstats::OpStats) -> Vec<(&'static str, u64)> {
+pub(crate) fn op_fields(s: &mountstats::OpStats) -> Vec<(&'static str, u64)> {
     let mut v = vec![
         ("ops", s.ops),
         ("transmissions", s.transmissions),

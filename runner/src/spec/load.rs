@@ -1,8 +1,9 @@
 //! Reading a suite file: size and encoding checks, YAML deserialization, and errors
 //! that point at the file, the key path and the line.
 //!
-//! In order, a suite file is: read through a bounded reader (at most
-//! [`MAX_SUITE_BYTES`], so `/dev/zero` is refused, not read until memory runs out);
+//! In order, a suite file is: opened without blocking and refused unless it is a
+//! regular file (symbolic links followed: a named pipe would hang, `/dev/zero` never
+//! ends); read through a bounded reader (at most [`MAX_SUITE_BYTES`]);
 //! decoded as UTF-8; stripped of a leading byte-order mark, its line breaks made `\n`;
 //! scanned for characters YAML refuses, look-alike indentation and nesting deeper than
 //! [`scan::MAX_DEPTH`] ([`scan`]); parsed once with positions to find duplicate keys,
@@ -185,7 +186,8 @@ pub struct LoadOptions {
 /// see [`LoadOptions`] for one taken from a bundle).
 ///
 /// Errors: [`SpecError::Read`] when the file can't be read; [`SpecError::Invalid`] when
-/// it is larger than [`MAX_SUITE_BYTES`], not UTF-8, not YAML, or doesn't match the
+/// it is not a regular file (a named pipe, device or folder, symbolic links followed),
+/// larger than [`MAX_SUITE_BYTES`], not UTF-8, not YAML, or doesn't match the
 /// schema (unknown key, wrong type, missing field, duplicate key, null where a value is
 /// required), each with line and column.
 pub fn load_suite(path: &Path) -> Result<SuiteFile, SpecError> {
@@ -209,14 +211,30 @@ pub fn load_suite_with(path: &Path, options: &LoadOptions) -> Result<SuiteFile, 
             None,
         )])
     };
-    let meta = std::fs::metadata(path).map_err(read_err)?;
-    if meta.is_file() && meta.len() > MAX_SUITE_BYTES {
+    // Opened without blocking (opening a named pipe for reading otherwise waits for a
+    // writer forever), then judged by what was opened, symbolic links followed: only a
+    // regular file is a suite. A pipe, socket, device or folder is refused by name.
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(read_err)?
+    };
+    let meta = file.metadata().map_err(read_err)?;
+    if !meta.is_file() {
+        return Err(SpecError::Invalid(vec![Located::new(
+            path,
+            "",
+            None,
+            format!("not a regular file but {}; a suite must be a regular file", file_kind(&meta)),
+            None,
+        )]));
+    }
+    if meta.len() > MAX_SUITE_BYTES {
         return Err(too_large(format!("file is {} bytes", meta.len())));
     }
-    // The metadata of a device or pipe says nothing about what it yields (`/dev/zero`
-    // never ends): read at most one byte past the limit, whatever the file is.
+    // The file may grow between the check and the read: read at most one byte past
+    // the limit.
     let mut bytes = Vec::new();
-    std::fs::File::open(path).and_then(|f| f.take(MAX_SUITE_BYTES + 1).read_to_end(&mut bytes)).map_err(read_err)?;
+    file.take(MAX_SUITE_BYTES + 1).read_to_end(&mut bytes).map_err(read_err)?;
     if bytes.len() as u64 > MAX_SUITE_BYTES {
         return Err(too_large(format!("file yields more than {MAX_SUITE_BYTES} bytes")));
     }
@@ -238,6 +256,25 @@ pub fn load_suite_with(path: &Path, options: &LoadOptions) -> Result<SuiteFile, 
         }
     };
     parse_suite_with(path, text, options)
+}
+
+/// What a file that is not a regular file is, in words (`a named pipe`).
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a folder"
+    } else if t.is_fifo() {
+        "a named pipe"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "a special file"
+    }
 }
 
 /// Deserializes suite `text` that was read from `path` (used by [`load_suite`]; public

@@ -23,6 +23,10 @@ pub fn compile(v: &Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> 
     let s = &file.spec;
     let d = &s.defaults;
     let step_timeout = d.step_timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);
+    // The runner's own setup steps (net conditions, sysctl, file copies, the profile)
+    // need what they need, not a user default meant for quick steps: never less than
+    // the default (the modern profile alone waits out an 11 s NFSv4 grace period).
+    let setup_timeout = step_timeout.max(DEFAULT_STEP_TIMEOUT);
     let addresses: std::collections::BTreeMap<String, Ipv4Addr> =
         s.vms.iter().map(|v| (v.name.clone(), v.address)).collect();
     let mut vms: Vec<VmPlan> = Vec::new();
@@ -51,7 +55,7 @@ pub fn compile(v: &Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> 
                     names::NET_CONDITIONS,
                     netem::net_script(net, &addresses),
                     StepKind::NetConditions,
-                    step_timeout,
+                    setup_timeout,
                 )
                 .origin(&format!("{key}.net")),
             );
@@ -59,7 +63,7 @@ pub fn compile(v: &Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> 
         let sysctl: BTreeMap<String, String> = vm.sysctl.iter().map(|(k, v)| (k.clone(), sysctl_value(v))).collect();
         if !sysctl.is_empty() {
             steps.push(
-                StepPlan::new(names::SYSCTL, sysctl_script(&sysctl), StepKind::Sysctl, step_timeout)
+                StepPlan::new(names::SYSCTL, sysctl_script(&sysctl), StepKind::Sysctl, setup_timeout)
                     .origin(&format!("{key}.sysctl")),
             );
         }
@@ -79,7 +83,7 @@ pub fn compile(v: &Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> 
                 &names::copy_file(n + 1),
                 copy_file_script(&fp),
                 StepKind::CopyFile { dest: fp.dest.clone(), sha256: fp.sha256.clone() },
-                step_timeout,
+                setup_timeout,
             )
             .origin(&format!("{key}.files[{n}]"));
             step.stdin_file = Some(fp.src.clone());
@@ -104,7 +108,7 @@ pub fn compile(v: &Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> 
                     &names::profile(&p.name),
                     script,
                     StepKind::Profile { profile: p.name.clone() },
-                    step_timeout,
+                    setup_timeout,
                 )
                 .stdin(text)
                 .origin(&format!("{key}.profile")),

@@ -15,7 +15,8 @@
 //! `client-4-2-ra15m` (the first axis varies slowest), at 10.85.0.10–13. A list value's
 //! label is its text in lowercase with every run of other characters than letters and
 //! digits made one `-` (`vers=4.2` → `vers-4-2`; a map such as `{debian: "6.1"}` → its
-//! values', `6-1`; an empty text → `none`). Names are stable: they depend only on the
+//! values', `6-1`; an empty text → `none`; a text with no letter or digit, such as `+`,
+//! has no label: give the values as a map). Names are stable: they depend only on the
 //! suite. Wherever the suite names the VM (`nfs_read.clients`, `measure[].on`, `after`,
 //! `net.egress.to`, `{netem: …}`), every variant is meant; as a baseline, the first.
 //!
@@ -123,12 +124,18 @@ pub struct KeyMap {
     vms: BTreeMap<usize, (usize, Vec<(String, String)>)>,
     /// A rewritten list's key (`nfs_read.clients`) → expanded index → index as written.
     lists: BTreeMap<String, Vec<usize>>,
+    /// A key an axis value set outside the VM (`nfs_read.client_mount_options.<variant>`)
+    /// → the axis value's key.
+    keys: BTreeMap<String, String>,
 }
 
 impl KeyMap {
     /// The key as written for `key` of the expanded suite (unchanged when it is not about
     /// a variant or a rewritten list).
     pub fn remap(&self, key: &str) -> String {
+        if let Some(k) = self.keys.get(key) {
+            return k.clone();
+        }
         if let Some(rest) = key.strip_prefix("vms[") {
             if let Some((idx, tail)) = rest.split_once(']') {
                 if let Some((orig, fields)) = idx.parse::<usize>().ok().and_then(|j| self.vms.get(&j)) {
@@ -173,7 +180,7 @@ fn axes(vm: &VmSpec, i: usize) -> Result<Vec<(Axis, Vec<AxisValue>)>, Vec<Valida
             Value::Sequence(seq) => seq
                 .iter()
                 .enumerate()
-                .map(|(k, v)| AxisValue { label: label_of(v), value: v.clone(), key: format!("{key}[{k}]") })
+                .map(|(k, v)| AxisValue { label: list_label(v), value: v.clone(), key: format!("{key}[{k}]") })
                 .collect(),
             Value::Mapping(m) => m
                 .iter()
@@ -231,6 +238,27 @@ fn axes(vm: &VmSpec, i: usize) -> Result<Vec<(Axis, Vec<AxisValue>)>, Vec<Valida
     }
 }
 
+/// A list value's label: its derived label, or, when the value has text but no letter
+/// or digit (`"+"`, `"--"`), that text itself, which the label check then refuses
+/// (labelling it `none` would name a value that is there after one that isn't).
+fn list_label(v: &Value) -> String {
+    let label = label_of(v);
+    let empty = match v {
+        Value::String(s) => s.is_empty(),
+        Value::Sequence(s) => s.is_empty(),
+        Value::Mapping(m) => m.is_empty(),
+        _ => false,
+    };
+    if label == "none" && !empty {
+        match v {
+            Value::Mapping(_) | Value::Sequence(_) => serde_yaml::to_string(v).unwrap_or_default().trim().to_string(),
+            other => crate::measure::scalar_text(other),
+        }
+    } else {
+        label
+    }
+}
+
 /// A value's derived label (see the module docs).
 fn label_of(v: &Value) -> String {
     let text = match v {
@@ -274,12 +302,20 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
     if all_axes.iter().all(Vec::is_empty) {
         return Ok((spec.clone(), KeyMap::default()));
     }
-    let total: usize = all_axes.iter().map(|a| a.iter().map(|(_, v)| v.len()).product::<usize>()).sum();
+    // Saturating: 64 axes of two values would overflow; anything that large is refused.
+    let total: usize = all_axes
+        .iter()
+        .map(|a| a.iter().map(|(_, v)| v.len()).fold(1usize, usize::saturating_mul))
+        .fold(0usize, usize::saturating_add);
     if total > limits::VMS {
         let key = all_axes.iter().position(|a| !a.is_empty()).map_or("vms".into(), |i| format!("vms[{i}].variants"));
         return Err(vec![ValidationError::OutOfRange {
             key,
-            value: format!("{total} VMs with the variants expanded"),
+            value: if total == usize::MAX {
+                format!("at least {total} VMs with the variants expanded")
+            } else {
+                format!("{total} VMs with the variants expanded")
+            },
             range: format!("at most {} VMs in a suite", limits::VMS),
         }]);
     }
@@ -337,18 +373,34 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
             Axis::NetOffloads => vm.net.as_ref().is_some_and(|n| n.offloads.is_some()),
             Axis::Memory => vm.memory.is_some(),
             Axis::Cpus => vm.cpus.is_some(),
+            // nfs_read's per-client settings are the VM's own, given in nfs_read.
+            Axis::NfsMountOptions => {
+                spec.nfs_read.as_ref().is_some_and(|n| n.client_mount_options.contains_key(&vm.name))
+            }
+            Axis::NfsReadAhead => spec.nfs_read.as_ref().is_some_and(|n| n.client_read_ahead_kb.contains_key(&vm.name)),
             _ => false,
         };
         let overridden: Vec<&Axis> = axes.iter().map(|(a, _)| a).filter(|a| own(a)).collect();
         if !overridden.is_empty() {
             for a in overridden {
+                let (key, what, axis) = match a {
+                    Axis::NfsMountOptions => (
+                        format!("nfs_read.client_mount_options.{}", vm.name),
+                        format!("nfs_read.client_mount_options.{}", vm.name),
+                        "nfs_read.mount_options".to_string(),
+                    ),
+                    Axis::NfsReadAhead => (
+                        format!("nfs_read.client_read_ahead_kb.{}", vm.name),
+                        format!("nfs_read.client_read_ahead_kb.{}", vm.name),
+                        "nfs_read.read_ahead_kb".to_string(),
+                    ),
+                    _ => (format!("vms[{i}].{}", a.field()), a.field(), a.field()),
+                };
                 errs.push(ValidationError::Rule {
-                    key: format!("vms[{i}].{}", a.field()),
+                    key,
                     message: format!(
-                        "VM {} sets {} itself and also varies it (variants: {}): every variant replaces this value, so it never runs; remove it here, or make it one of the axis's values",
+                        "VM {} sets {what} itself and also varies it (variants: {axis}): every variant replaces this value, so it never runs; remove it here, or make it one of the axis's values",
                         vm.name,
-                        a.field(),
-                        a.field()
                     ),
                 });
             }
@@ -401,6 +453,14 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
                     errs.push(ValidationError::Rule { key: av.key.clone(), message: e });
                 }
                 fields.push((axis.field(), av.key.clone()));
+                let set = match axis {
+                    Axis::NfsMountOptions => Some("client_mount_options"),
+                    Axis::NfsReadAhead => Some("client_read_ahead_kb"),
+                    _ => None,
+                };
+                if let Some(set) = set {
+                    map.keys.insert(format!("nfs_read.{set}.{}", v.name), av.key.clone());
+                }
             }
             map.vms.insert(out.vms.len(), (i, fields));
             names.push(v.name.clone());
@@ -660,6 +720,10 @@ mod tests {
         assert_eq!(label_of(&Value::from("vers=4.2")), "vers-4-2");
         assert_eq!(label_of(&Value::from(15360)), "15360");
         assert_eq!(label_of(&Value::from("")), "none");
+        assert_eq!(list_label(&Value::from("")), "none");
+        // Text without a letter or digit keeps its text, which can't be a label.
+        assert_eq!(list_label(&Value::from("+")), "+");
+        assert_eq!(list_label(&Value::from("vers=4.2")), "vers-4-2");
         let k: Value = serde_yaml::from_str(r#"{debian: "6.12"}"#).unwrap();
         assert_eq!(label_of(&k), "6-12");
     }

@@ -16,6 +16,7 @@ pub mod kernel;
 pub mod repin;
 pub mod resolve;
 pub mod rootfs;
+pub mod sandbox;
 pub mod source;
 
 use std::collections::BTreeMap;
@@ -199,6 +200,96 @@ pub struct ProfileParams {
     pub export_options: String,
 }
 
+/// mmdebstrap's `--variant`s.
+const MMDEBSTRAP_VARIANTS: &[&str] =
+    &["extract", "custom", "essential", "apt", "required", "minbase", "buildd", "important", "debootstrap", "standard"];
+
+/// Whether `s` is a Debian package or archive suite name: 2–64 characters of
+/// `[a-z0-9+.-]`, starting with a letter or digit (Debian Policy 5.6.1 for packages;
+/// suites such as `bookworm-backports` fit too). Nothing that passes can be read as a
+/// command-line option or carry a shell or list separator.
+pub fn is_debian_name(s: &str) -> bool {
+    let mut c = s.chars();
+    (2..=64).contains(&s.len())
+        && c.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && c.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+.-".contains(c))
+}
+
+impl RootfsRecipe {
+    /// What makes this recipe (from the images folder `images`) unsafe or impossible to
+    /// build, or `None`. An images folder can travel with a suite (the nearest `images/`
+    /// above it is used), so its fields reach mmdebstrap and the overlay copy only as
+    /// Debian names, a known variant, a size in range, and an overlay folder inside
+    /// `images/`.
+    pub fn problem(&self, images: &Path) -> Option<String> {
+        if !is_debian_name(&self.distribution) {
+            return Some(format!(
+                "distribution: {:?} is not a Debian distribution name (e.g. bookworm)",
+                self.distribution
+            ));
+        }
+        if !MMDEBSTRAP_VARIANTS.contains(&self.variant.as_str()) {
+            return Some(format!(
+                "variant: {:?} is not an mmdebstrap variant ({})",
+                self.variant,
+                MMDEBSTRAP_VARIANTS.join(", ")
+            ));
+        }
+        if let Some(s) = self.extra_suites.iter().find(|s| !is_debian_name(s)) {
+            return Some(format!("extra_suites: {s:?} is not a Debian suite name (e.g. bookworm-backports)"));
+        }
+        for p in &self.packages {
+            let (name, suite) = p.split_once('/').map_or((p.as_str(), None), |(n, s)| (n, Some(s)));
+            if !is_debian_name(name) {
+                return Some(format!("packages: {p:?} is not a Debian package name"));
+            }
+            if suite.is_some_and(|s| s != self.distribution && !self.extra_suites.iter().any(|x| x == s)) {
+                return Some(format!(
+                    "packages: {p:?} names a suite that is not the distribution or one of extra_suites"
+                ));
+            }
+        }
+        if !(64..=65536).contains(&self.size_mib) {
+            return Some(format!("size_mib: {} is out of range (64 to 65536)", self.size_mib));
+        }
+        let root = std::fs::canonicalize(images).ok()?;
+        let overlay = images.join("rootfs").join(&self.overlay);
+        match std::fs::canonicalize(&overlay) {
+            Ok(real) if real.starts_with(&root) && real.is_dir() => None,
+            Ok(real) => {
+                Some(format!("overlay: {} is not a folder inside the images folder {}", real.display(), root.display()))
+            }
+            Err(e) => Some(format!("overlay: {}: {e}", overlay.display())),
+        }
+    }
+}
+
+/// What is wrong with a pinned package's fields, or `None`: its archive path is
+/// fetched from the Debian mirror and its SHA-256 names a cache folder, so the path must
+/// be a `pool/…/*.deb` path without `..` and the SHA-256 64 lowercase hex digits.
+fn pin_problem(package: &str, suite: &str, filename: &str, size: u64, sha256: &str) -> Option<String> {
+    if !is_debian_name(package) {
+        return Some(format!("package: {package:?} is not a Debian package name"));
+    }
+    if !is_debian_name(suite) {
+        return Some(format!("suite: {suite:?} is not a Debian suite name"));
+    }
+    let path_ok = filename.starts_with("pool/")
+        && filename.ends_with(".deb")
+        && filename.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+        && filename.chars().all(|c| c.is_ascii_alphanumeric() || "._+~/-:".contains(c));
+    if !path_ok {
+        return Some(format!("filename: {filename:?} is not an archive path pool/…/<name>.deb"));
+    }
+    if size == 0 || size > 4 << 30 {
+        return Some(format!("size: {size} is out of range (1 byte to 4 GiB)"));
+    }
+    if sha256.len() != 64 || !sha256.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)) {
+        return Some(format!("sha256: {sha256:?} is not 64 lowercase hex digits"));
+    }
+    None
+}
+
 /// The default rootfs recipe name.
 pub const DEFAULT_ROOTFS: &str = "bookworm-nfs";
 /// The default Debian kernel flavour.
@@ -266,6 +357,18 @@ impl Catalog {
                     }
                     profiles.insert(name, p);
                 }
+            }
+        }
+        for (name, (recipe, _)) in &rootfs {
+            if let Some(message) = recipe.problem(dir) {
+                return Err(ImageError::Recipe { path: rdir.join(format!("{name}.yaml")), message });
+            }
+        }
+        let pins = manifest.kernels.iter().map(|k| (&k.package, &k.suite, &k.filename, k.size, &k.sha256));
+        let sources = manifest.sources.iter().map(|k| (&k.package, &k.suite, &k.filename, k.size, &k.sha256));
+        for (i, (package, suite, filename, size, sha256)) in pins.chain(sources).enumerate() {
+            if let Some(message) = pin_problem(package, suite, filename, size, sha256) {
+                return Err(ImageError::Recipe { path: kpath.clone(), message: format!("entry {}: {message}", i + 1) });
             }
         }
         Ok(Catalog {
@@ -400,5 +503,49 @@ mod tests {
         let out = run_tool(std::process::Command::new("echo").arg("built"), "echo", None, cache.cancel_flag()).unwrap();
         assert_eq!(out.trim(), "built");
         assert!(!cache.cancel_flag().is_cancelled() && interrupted.is_cancelled());
+    }
+
+    /// An images folder that travels with a suite can't smuggle options into
+    /// mmdebstrap, copy a host folder into the rootfs, or point the download or the
+    /// cache outside their places: the project's own folder loads, each planted field is
+    /// refused naming the file and the field.
+    #[test]
+    fn a_planted_images_folder_is_refused_field_by_field() {
+        let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images");
+        let tmp = tempfile::tempdir().unwrap();
+        let copy = tmp.path().join("images");
+        let status = std::process::Command::new("cp").arg("-r").arg(&project).arg(&copy).status().unwrap();
+        assert!(status.success());
+        Catalog::load(&copy).expect("the project's images folder loads");
+
+        let recipe = copy.join("rootfs/bookworm-nfs.yaml");
+        let original = std::fs::read_to_string(&recipe).unwrap();
+        for (from, to, field) in [
+            ("distribution: bookworm", "distribution: \"--customize-hook=touch /tmp/x\"", "distribution:"),
+            ("variant: minbase", "variant: \"--hook-dir=/tmp\"", "variant:"),
+            ("  - procps", "  - \"procps,--aptopt=x\"", "packages:"),
+            ("overlay: bookworm-nfs/overlay", "overlay: ../../../../root", "overlay:"),
+            ("size_mib: 1024", "size_mib: 99999999", "size_mib:"),
+        ] {
+            assert!(original.contains(from), "{from}");
+            std::fs::write(&recipe, original.replace(from, to)).unwrap();
+            let err = Catalog::load(&copy).expect_err(to).to_string();
+            assert!(err.contains("bookworm-nfs.yaml") && err.contains(field), "{to}: {err}");
+        }
+        std::fs::write(&recipe, &original).unwrap();
+
+        let pins = copy.join("kernels.yaml");
+        let original = std::fs::read_to_string(&pins).unwrap();
+        let sha = original.split("sha256: ").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+        let file = original.split("filename: ").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+        for (from, to, field) in [
+            (sha.clone(), "../../../etc".to_string(), "sha256:"),
+            (file.clone(), "pool/../../etc/passwd.deb".to_string(), "filename:"),
+            (file, "http://example.org/x.deb".to_string(), "filename:"),
+        ] {
+            std::fs::write(&pins, original.replacen(&from, &to, 1)).unwrap();
+            let err = Catalog::load(&copy).expect_err(&to).to_string();
+            assert!(err.contains("kernels.yaml") && err.contains(field), "{to}: {err}");
+        }
     }
 }

@@ -4,6 +4,9 @@
 //! Built once, cached under `kernel/<sha256 of every input>` with the build log
 //! (`build.log`) and the final `.config` (`config`) kept in the entry. Everything the
 //! guest needs must be built in (`CONFIG_MODULES` may be off): no modules disk is made.
+//! Every command that runs code from the tree runs in the sandbox of [`super::sandbox`]
+//! (no network, writes only to the build folder and the compiler cache); the suite's
+//! fragments and patches are copied into the build folder first.
 //! When `ccache` is installed, compiler results are kept in `<cache>/ccache`, so a
 //! second kernel that differs by one patch rebuilds in a fraction of the time.
 
@@ -122,15 +125,38 @@ impl SourceKernel {
             .map(|e| e.path())
             .find(|p| p.is_dir() && p.join("Makefile").is_file())
             .ok_or_else(|| ImageError::Kernel("the source package holds no kernel tree".into()))?;
+        // The suite's fragments and patches are copied into the build's folder, the
+        // only host folder (with the compiler cache) the sandbox can see or write.
+        let inputs = out.join("inputs");
+        std::fs::create_dir_all(&inputs).map_err(ImageError::io("creating", &inputs))?;
+        let copy_in = |what: &str, files: &[PathBuf]| -> Result<Vec<PathBuf>, ImageError> {
+            files
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let name = f.file_name().unwrap_or_default().to_string_lossy().into_owned();
+                    let dest = inputs.join(format!("{what}-{i:02}-{name}"));
+                    std::fs::copy(f, &dest).map_err(ImageError::io("copying into the build", f))?;
+                    Ok(dest)
+                })
+                .collect()
+        };
+        let fragments = copy_in("fragment", &self.fragments)?;
+        let patches = copy_in("patch", &self.patches)?;
+        let ccache = ccache_dir(cache);
+        let writable: Vec<&Path> = std::iter::once(out).chain(ccache.as_deref()).collect();
+        let sandboxed = |cmd: &mut Command| -> Result<Command, ImageError> {
+            cmd.current_dir(&tree).env("KBUILD_BUILD_USER", "vmrepro").env("KBUILD_BUILD_HOST", "vmrepro");
+            super::sandbox::sandboxed(cmd, &writable)
+        };
         let step = |cmd: &mut Command, what: &str| -> Result<(), ImageError> {
             note(what);
-            cmd.current_dir(&tree);
-            run_tool(cmd, what, Some(&log), cache.cancel_flag()).map(|_| ())
+            run_tool(&mut sandboxed(cmd)?, what, Some(&log), cache.cancel_flag()).map(|_| ())
         };
-        for p in &self.patches {
+        for (p, given) in patches.iter().zip(&self.patches) {
             step(
                 Command::new("patch").args(["-p1", "--forward", "--batch", "-i"]).arg(p),
-                &format!("patch -p1 < {}", p.display()),
+                &format!("patch -p1 < {}", given.display()),
             )?;
         }
         // `uname -r` tells the builds apart: 6.1.176-vmrepro, 6.1.176-vmrepro-<patch>.
@@ -143,23 +169,23 @@ impl SourceKernel {
         step(make().arg("defconfig"), "make defconfig")?;
         step(make().arg("kvm_guest.config"), "make kvm_guest.config")?;
         let mut merge = Command::new("scripts/kconfig/merge_config.sh");
-        merge.arg("-m").arg(".config").args(&self.fragments);
+        merge.arg("-m").arg(".config").args(&fragments);
         step(&mut merge, "merge_config.sh")?;
         step(make().arg("olddefconfig"), "make olddefconfig")?;
         // Every `=y` a fragment asks for must have stuck (a dependency may veto it).
         let config = std::fs::read_to_string(tree.join(".config")).map_err(ImageError::io("reading .config", &tree))?;
-        for f in &self.fragments {
-            let text = std::fs::read_to_string(f).map_err(ImageError::io("reading fragment", f))?;
+        for (f, given) in fragments.iter().zip(&self.fragments) {
+            let text = std::fs::read_to_string(f).map_err(ImageError::io("reading fragment", given))?;
             for line in text.lines().map(str::trim).filter(|l| l.starts_with("CONFIG_") && l.ends_with("=y")) {
                 if !config.lines().any(|c| c == line) {
-                    return Err(ImageError::Kernel(format!("{}: {line} did not stick after olddefconfig (a dependency is missing or the option doesn't exist in {})", f.display(), self.source.package)));
+                    return Err(ImageError::Kernel(format!("{}: {line} did not stick after olddefconfig (a dependency is missing or the option doesn't exist in {})", given.display(), self.source.package)));
                 }
             }
         }
         let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
         step(make().arg(format!("-j{jobs}")).arg("bzImage"), "make bzImage")?;
         let release = run_tool(
-            make().args(["-s", "kernelrelease"]).current_dir(&tree),
+            &mut sandboxed(make().args(["-s", "kernelrelease"]))?,
             "make kernelrelease",
             None,
             cache.cancel_flag(),
@@ -178,19 +204,25 @@ impl SourceKernel {
         )
         .map_err(ImageError::io("writing initramfs", &cpio))?;
         std::fs::remove_dir_all(&stage).map_err(ImageError::io("removing source tree", &stage))?;
+        std::fs::remove_dir_all(&inputs).map_err(ImageError::io("removing", &inputs))?;
         Ok(())
     }
 }
 
-/// A `make` command; with `CC="ccache gcc"` (cache in `<cache>/ccache`) when ccache is
+/// The compiler cache folder, `<cache>/ccache` (created), when ccache is installed.
+fn ccache_dir(cache: &Cache) -> Option<PathBuf> {
+    super::sandbox::on_path("ccache").then(|| {
+        let dir = cache.root().join("ccache");
+        let _ = std::fs::create_dir_all(&dir);
+        dir
+    })
+}
+
+/// A `make` command; with `CC="ccache gcc"` (cache in [`ccache_dir`]) when ccache is
 /// installed.
 fn make_cmd(cache: &Cache) -> Command {
     let mut cmd = Command::new("make");
-    let has_ccache =
-        std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("ccache").is_file()));
-    if has_ccache {
-        let dir = cache.root().join("ccache");
-        let _ = std::fs::create_dir_all(&dir);
+    if let Some(dir) = ccache_dir(cache) {
         cmd.args(["CC=ccache gcc", "HOSTCC=ccache gcc"])
             .env("CCACHE_DIR", dir)
             .env("CCACHE_NOHASHDIR", "1")

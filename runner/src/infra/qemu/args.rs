@@ -107,7 +107,8 @@ pub const MAX_KERNEL_CMDLINE_BYTES: usize = 1536;
 
 /// Kernel parameters the runner sets or relies on, with why a suite may not give them
 /// (checked on `vms[].cmdline`, also after `--`, since the guest's init reads the whole
-/// of `/proc/cmdline`). Names compare as the kernel compares them (`-` = `_`).
+/// of `/proc/cmdline`). Names compare as the kernel compares them (`-` = `_`; in a
+/// `sysctl.` name, `/` = `.`).
 pub const RUNNER_PARAMETERS: &[(&str, &str)] = &[
     (
         "console",
@@ -121,6 +122,17 @@ pub const RUNNER_PARAMETERS: &[(&str, &str)] = &[
     ("net.ifnames", "its init configures the NIC by the name eth0"),
     ("ip", "it gives the guest its address after boot, through the guest agent: kernel IP autoconfiguration would fight it"),
     ("nfsaddrs", "it gives the guest its address after boot, through the guest agent: kernel IP autoconfiguration would fight it"),
+    ("maxcpus", "it gives the guest the VM's cpus: with QEMU's -smp, and maxcpus= would quietly cut them; set cpus: instead"),
+    ("nr_cpus", "it gives the guest the VM's cpus: with QEMU's -smp, and nr_cpus= would quietly cut them; set cpus: instead"),
+    (
+        "possible_cpus",
+        "it gives the guest the VM's cpus: with QEMU's -smp, and possible_cpus= would contradict them; set cpus: instead",
+    ),
+    ("nosmp", "it gives the guest the VM's cpus: with QEMU's -smp, and nosmp would cut them to one; set cpus: instead"),
+    (
+        "sysctl.kernel.panic",
+        "it boots with panic=-1 so that a kernel panic ends QEMU at once and the VM shows as crashed",
+    ),
 ];
 
 /// Prefix of the parameters `/sbin/vmrepro-init` reads (`vmrepro.hostname`,

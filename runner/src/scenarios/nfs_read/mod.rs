@@ -77,6 +77,9 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         client_read_ahead_kb: n.client_read_ahead_kb.clone(),
     };
     let scenario = || StepKind::Scenario { scenario: SCENARIO.into() };
+    // Making the file and checking the server are the runner's own steps: never less
+    // than the default timeout (the reads and client_setup keep the suite's).
+    let setup_timeout = timeout.max(crate::plan::DEFAULT_STEP_TIMEOUT);
 
     // Server: after its profile, make the file exactly as the report did, then record
     // the export and the RPC services; clients wait for that last step.
@@ -94,14 +97,14 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
             c = n.file.count
         ),
         scenario(),
-        timeout,
+        setup_timeout,
     )
     .origin("nfs_read.file");
     let ready_step = StepPlan::new(
         names::NFS_SERVER_READY,
         "exportfs -v && rpcinfo -p && cat /proc/fs/nfsd/versions && cat /proc/fs/nfsd/threads".into(),
         scenario(),
-        timeout,
+        setup_timeout,
     )
     .origin("nfs_read.server");
     server.steps.insert(pos, file_step);

@@ -1,7 +1,5 @@
 //! Rules of what a VM adds to its guest: extra `packages`, `sysctl` values and `files`.
 
-use std::collections::BTreeSet;
-
 use super::kernel::{host_path_problem, Want};
 use super::{guest, ValidationError};
 use crate::infra::images::{Catalog, DEFAULT_ROOTFS};
@@ -37,10 +35,17 @@ const RESERVED_ENV: &[(&str, &str)] = &[
     ("POSIXLY_CORRECT", "GNU time then prints another format, and the runner parses that output"),
     ("GLIBC_TUNABLES", "the C library acts on it in every program"),
     ("GCONV_PATH", "the C library loads code from it"),
+    ("TMPDIR", "the runner's measurement script makes its scratch folder with mktemp, which creates it under TMPDIR"),
 ];
+/// Sysctl values the runner relies on, and why a suite's `sysctl:` may not set them.
+const RUNNER_SYSCTL: &[(&str, &str)] = &[(
+    "kernel.panic",
+    "the runner boots every guest with panic=-1, so that a kernel panic ends QEMU at once and the VM shows as crashed (with kernel.panic: 0 a panicked guest hangs until the timeout)",
+)];
 /// Prefixes of reserved environment variable names, and why.
 const RESERVED_ENV_PREFIXES: &[(&str, &str)] = &[
     ("LD_", "the dynamic loader acts on it in every program"),
+    ("MALLOC_", "the C library's allocator acts on it in every program (MALLOC_PERTURB_, MALLOC_CHECK_, …)"),
     ("BASH_", "bash acts on it"),
     ("VMREPRO_", "the runner's own names"),
 ];
@@ -61,6 +66,115 @@ const NO_FILES_UNDER: &[&str] = &[
     "/usr",
     "/boot",
     "/var/lib/nfs",
+];
+/// Symbolic links of Debian's rootfs (bookworm) that lead into a folder no file is
+/// copied into, and where: a copy through them would land there.
+const GUEST_SYMLINKS: &[(&str, &str)] = &[
+    ("/var/run", "/run"),
+    ("/var/lock", "/run/lock"),
+    ("/etc/localtime", "/usr/share/zoneinfo/Etc/UTC"),
+    ("/etc/os-release", "/usr/lib/os-release"),
+    ("/etc/rmt", "/usr/sbin/rmt"),
+];
+/// Folders of Debian's rootfs (bookworm minbase and the default rootfs's packages)
+/// outside [`NO_FILES_UNDER`]: the copy step's `cat > DEST` can't write a file over one.
+const GUEST_FOLDERS: &[&str] = &[
+    "/etc",
+    "/home",
+    "/media",
+    "/mnt",
+    "/opt",
+    "/root",
+    "/srv",
+    "/tmp",
+    "/var",
+    "/lost+found",
+    "/etc/alternatives",
+    "/etc/apt",
+    "/etc/apt/apt.conf.d",
+    "/etc/apt/auth.conf.d",
+    "/etc/apt/keyrings",
+    "/etc/apt/preferences.d",
+    "/etc/apt/sources.list.d",
+    "/etc/apt/trusted.gpg.d",
+    "/etc/cron.d",
+    "/etc/cron.daily",
+    "/etc/default",
+    "/etc/dpkg",
+    "/etc/gss",
+    "/etc/init.d",
+    "/etc/insserv.conf.d",
+    "/etc/kernel",
+    "/etc/kernel/postinst.d",
+    "/etc/keyutils",
+    "/etc/ld.so.conf.d",
+    "/etc/logrotate.d",
+    "/etc/modprobe.d",
+    "/etc/network",
+    "/etc/network/if-pre-up.d",
+    "/etc/network/if-up.d",
+    "/etc/nfs.conf.d",
+    "/etc/opt",
+    "/etc/pam.d",
+    "/etc/perl",
+    "/etc/profile.d",
+    "/etc/python3",
+    "/etc/python3.11",
+    "/etc/qemu",
+    "/etc/rc0.d",
+    "/etc/rc1.d",
+    "/etc/rc2.d",
+    "/etc/rc3.d",
+    "/etc/rc4.d",
+    "/etc/rc5.d",
+    "/etc/rc6.d",
+    "/etc/rcS.d",
+    "/etc/request-key.d",
+    "/etc/security",
+    "/etc/security/limits.d",
+    "/etc/security/namespace.d",
+    "/etc/selinux",
+    "/etc/skel",
+    "/etc/sysctl.d",
+    "/etc/systemd",
+    "/etc/systemd/system",
+    "/etc/systemd/user",
+    "/etc/terminfo",
+    "/etc/ufw",
+    "/etc/update-motd.d",
+    "/var/backups",
+    "/var/cache",
+    "/var/cache/adduser",
+    "/var/cache/apt",
+    "/var/cache/debconf",
+    "/var/cache/ldconfig",
+    "/var/lib",
+    "/var/lib/apt",
+    "/var/lib/dpkg",
+    "/var/lib/misc",
+    "/var/lib/pam",
+    "/var/lib/python",
+    "/var/lib/systemd",
+    "/var/lib/ucf",
+    "/var/local",
+    "/var/log",
+    "/var/log/apt",
+    "/var/mail",
+    "/var/opt",
+    "/var/spool",
+    "/var/spool/mail",
+    "/var/tmp",
+    "/usr/local",
+    "/usr/local/bin",
+    "/usr/local/etc",
+    "/usr/local/games",
+    "/usr/local/include",
+    "/usr/local/lib",
+    "/usr/local/man",
+    "/usr/local/sbin",
+    "/usr/local/share",
+    "/usr/local/share/man",
+    "/usr/local/src",
 ];
 /// Where a file may go below a [`NO_FILES_UNDER`] folder: the local programs' tree.
 const FILES_ALLOWED_UNDER: &[&str] = &["/usr/local"];
@@ -129,6 +243,14 @@ pub(super) fn check(
                 .all(|c| !c.is_empty() && c.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
         if !ok_name {
             rule(errs, key.clone(), format!("{name:?} is not a sysctl name (dotted, e.g. net.ipv4.ipfrag_time)"));
+        } else if let Some(why) =
+            RUNNER_SYSCTL.iter().find(|(n, _)| n.replace('-', "_") == name.replace('-', "_")).map(|(_, w)| w)
+        {
+            rule(errs, key.clone(), format!("{name} is the runner's: {why}; remove it from sysctl"));
+        }
+        if let Some(why) = float_problem(value, "sysctl -w would be given") {
+            rule(errs, key.clone(), why);
+            continue;
         }
         let text = match value {
             serde_yaml::Value::String(v) => v.clone(),
@@ -173,7 +295,7 @@ pub(super) fn check(
     if vm.files.len() > MAX_FILES {
         rule(errs, format!("{k}.files"), format!("{} files; at most {MAX_FILES}", vm.files.len()));
     }
-    let mut dests = BTreeSet::new();
+    let mut dests: Vec<(usize, &str)> = Vec::new();
     for (i, f) in vm.files.iter().enumerate() {
         let fk = format!("{k}.files[{i}]");
         if let Some(why) = outside_suite_folder(file, &f.src) {
@@ -197,8 +319,25 @@ pub(super) fn check(
             rule(errs, format!("{fk}.dest"), format!("{} {why}", f.dest));
         } else if let Some(why) = dest_problem(&f.dest) {
             rule(errs, format!("{fk}.dest"), why);
-        } else if !dests.insert(f.dest.as_str()) {
-            rule(errs, format!("{fk}.dest"), format!("{} is copied twice", f.dest));
+        } else if let Some(&(_, d)) = dests.iter().find(|(_, d)| *d == f.dest) {
+            rule(errs, format!("{fk}.dest"), format!("{d} is copied twice"));
+        } else if let Some(&(j, d)) = dests.iter().find(|(_, d)| guest::is_at_or_under(&f.dest, d)) {
+            rule(
+                errs,
+                format!("{fk}.dest"),
+                format!(
+                    "{} is under {d}, which files[{j}] copies as a file: the guest can't make {d} a folder too",
+                    f.dest
+                ),
+            );
+        } else if let Some(&(j, d)) = dests.iter().find(|(_, d)| guest::is_at_or_under(d, &f.dest)) {
+            rule(
+                errs,
+                format!("{fk}.dest"),
+                format!("{} is a folder for files[{j}] ({d}); the guest can't write a file there too", f.dest),
+            );
+        } else {
+            dests.push((i, f.dest.as_str()));
         }
         if let Some(m) = &f.mode {
             if parse_mode(m).is_none() {
@@ -206,6 +345,24 @@ pub(super) fn check(
             }
         }
     }
+}
+
+/// Why the YAML value `v` is a number that can't stand for the text it becomes, if it
+/// is: a float (`1e7`, `4.0`) becomes `10000000.0`, `4.0`; `.inf` and `.nan` are no
+/// number at all. For values the runner hands on as text (`sysctl`, `checks[].equals`).
+/// `then` says what the float's text would be used as (`sysctl -w would be given`).
+pub(super) fn float_problem(v: &serde_yaml::Value, then: &str) -> Option<String> {
+    let serde_yaml::Value::Number(n) = v else { return None };
+    let f = n.as_f64().filter(|_| n.is_f64())?;
+    if !f.is_finite() {
+        return Some(format!("{n} is not a finite number; write a number, or quote the text (\"{n}\")"));
+    }
+    let fix = if f.fract() == 0.0 && f.abs() < 1e15 {
+        format!("write the integer ({}) or quote the text", f as i64)
+    } else {
+        "quote the text as it should read".to_string()
+    };
+    Some(format!("{n} is a YAML float (a number with '.' or an exponent), so {then} the text {n}; {fix}"))
 }
 
 /// Why environment variable `name` is reserved, if it is.
@@ -222,6 +379,18 @@ fn dest_problem(dest: &str) -> Option<String> {
     let under = |d: &str| guest::is_at_or_under(dest, d);
     if dest == "/" {
         return Some("/ is the guest's root folder; give a file's path".into());
+    }
+    if let Some((link, target)) = GUEST_SYMLINKS.iter().find(|(l, _)| under(l)) {
+        let landed = format!("{target}{}", &dest[link.len()..]);
+        let why = dest_problem(&landed).unwrap_or_default();
+        return Some(format!(
+            "{dest} goes through {link}, a symbolic link to {target} in the guest, so it would be written to {landed}: {why}"
+        ));
+    }
+    if GUEST_FOLDERS.contains(&dest) {
+        return Some(format!(
+            "{dest} is a folder of the guest's rootfs; the copy writes a file, so give its full path (e.g. {dest}/NAME)"
+        ));
     }
     if let Some(d) = NO_FILES_UNDER.iter().find(|d| under(d)).filter(|_| !FILES_ALLOWED_UNDER.iter().any(|a| under(a)))
     {
@@ -254,12 +423,7 @@ fn package_problem(p: &str, suites: &[String]) -> Option<String> {
         Some((n, s)) => (n, Some(s)),
         None => (p, None),
     };
-    let mut c = name.chars();
-    let ok = name.len() >= 2
-        && name.len() <= 64
-        && c.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && c.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+.-".contains(c));
-    if !ok {
+    if !crate::infra::images::is_debian_name(name) {
         return Some(format!(
             "{p:?} is not a Debian package name (lowercase letters, digits, '+', '.', '-'; e.g. fio, iperf3)"
         ));
@@ -311,12 +475,22 @@ mod tests {
 
     #[test]
     fn reserved_environment_names() {
-        for name in
-            ["PATH", "TIME", "POSIXLY_CORRECT", "BASH_ENV", "SHELLOPTS", "LD_PRELOAD", "BASH_XTRACEFD", "VMREPRO_X"]
-        {
+        for name in [
+            "PATH",
+            "TIME",
+            "POSIXLY_CORRECT",
+            "BASH_ENV",
+            "SHELLOPTS",
+            "LD_PRELOAD",
+            "BASH_XTRACEFD",
+            "VMREPRO_X",
+            "TMPDIR",
+            "MALLOC_PERTURB_",
+            "MALLOC_ARENA_MAX",
+        ] {
             assert!(reserved_env(name).is_some(), "{name}");
         }
-        for name in ["VERS", "TIMEOUT", "NFS_VERS", "LDX", "BASHFUL"] {
+        for name in ["VERS", "TIMEOUT", "NFS_VERS", "LDX", "BASHFUL", "TMP", "MALLOC"] {
             assert_eq!(reserved_env(name), None, "{name}");
         }
     }
@@ -341,8 +515,20 @@ mod tests {
             "/etc/hostname",
             "/etc/passwd",
             "/etc/ld.so.preload",
+            "/etc",
+            "/tmp",
+            "/usr/local/bin",
+            "/var/tmp",
+            "/etc/default",
+            "/var/run/x",
+            "/var/lock/x/y",
+            "/etc/localtime",
         ] {
             assert!(dest_problem(bad).is_some(), "{bad}");
+        }
+        for (link, _) in GUEST_SYMLINKS {
+            let why = dest_problem(&format!("{link}/x")).unwrap_or_default();
+            assert!(why.ends_with("copy it elsewhere"), "{link}: {why}");
         }
     }
 }

@@ -38,9 +38,23 @@ pub(super) fn check_kernel(
             ("fragments", &src.fragments, Want::File("a config fragment file")),
             ("patches", &src.patches, Want::File("a patch file")),
         ] {
+            let mut seen: Vec<(PathBuf, usize)> = Vec::new();
             for (i, f) in files.iter().enumerate() {
-                if let Some(message) = host_path_problem(file, f, want) {
-                    errs.push(ValidationError::Rule { key: format!("{k}.source.{field}[{i}]"), message });
+                let key = format!("{k}.source.{field}[{i}]");
+                if let Some(message) = host_path_problem(file, f, want)
+                    .or_else(|| build_input_problem(file, &catalog.dir, f, field == "patches"))
+                {
+                    errs.push(ValidationError::Rule { key, message });
+                    continue;
+                }
+                let real = std::fs::canonicalize(file.resolve(f)).unwrap_or_else(|_| file.resolve(f));
+                if let Some((_, first)) = seen.iter().find(|(p, _)| *p == real) {
+                    errs.push(ValidationError::Rule {
+                        key,
+                        message: format!("{} is also {field}[{first}]; give each file once", real.display()),
+                    });
+                } else {
+                    seen.push((real, i));
                 }
             }
         }
@@ -86,12 +100,15 @@ pub(super) fn check_kernel(
             }
         }
         (None, Some(p)) => {
-            if let Some(message) = host_path_problem(file, p, Want::File("a kernel image (bzImage or vmlinuz)")) {
+            if let Some(message) = host_path_problem(file, p, Want::File("a kernel image (bzImage or vmlinuz)"))
+                .or_else(|| not_a_bzimage(&file.resolve(p)))
+            {
                 errs.push(ValidationError::Rule { key: format!("{k}.path"), message });
             }
             if let Some(m) = &spec.modules {
                 if let Some(message) =
                     host_path_problem(file, m, Want::Dir("the kernel's modules folder (…/lib/modules/<release>)"))
+                        .or_else(|| not_a_modules_folder(&file.resolve(m)))
                 {
                     errs.push(ValidationError::Rule { key: format!("{k}.modules"), message });
                 }
@@ -112,6 +129,85 @@ pub(super) fn check_kernel(
                     .into(),
         }),
     }
+}
+
+/// Why `p` (an existing file) is not an x86 boot image, or `None`: a bzImage carries
+/// the boot protocol's `HdrS` magic at offset 0x202 (Documentation/arch/x86/boot.rst).
+/// Checked so that a suite can't name some other host file (its bytes would reach the
+/// guest's memory and console).
+fn not_a_bzimage(p: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 0x206];
+    let ok = std::fs::File::open(p).and_then(|mut f| f.read_exact(&mut head)).is_ok() && &head[0x202..] == b"HdrS";
+    (!ok).then(|| format!("{} is not a bzImage (no `HdrS` boot header at 0x202); give the `arch/x86/boot/bzImage` of a kernel build or a /boot/vmlinuz-*", p.display()))
+}
+
+/// Why `p` (an existing folder) is not a kernel's modules folder, or `None`: `make
+/// modules_install` and Debian's packages leave `modules.order` and `modules.builtin`
+/// in it. Checked so that a suite can't have some other host folder copied into a
+/// guest's modules disk.
+fn not_a_modules_folder(p: &Path) -> Option<String> {
+    let ok = ["modules.order", "modules.builtin"].iter().any(|f| p.join(f).is_file());
+    (!ok).then(|| format!("{} has no modules.order or modules.builtin, so it is not a kernel's modules folder (…/lib/modules/<release> after `make modules_install`)", p.display()))
+}
+
+/// Most bytes of a config fragment.
+pub const MAX_FRAGMENT_BYTES: u64 = 1024 * 1024;
+/// Most bytes of a patch.
+pub const MAX_PATCH_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Why `p` (an existing regular file, a `source.fragments` or `source.patches` entry)
+/// can't go into a kernel build, or `None`: it must lie inside the suite's folder or
+/// the images folder `images` (symbolic links followed: a suite travels with a bug
+/// report and must not pull the host's files into a kernel), be at most
+/// [`MAX_FRAGMENT_BYTES`] / [`MAX_PATCH_BYTES`], and look like what it is for: a
+/// fragment holds only `CONFIG_…=…` lines, `# CONFIG_… is not set`, comments and blank
+/// lines; a patch holds a unified diff (`--- ` and `+++ ` lines).
+fn build_input_problem(file: &SuiteFile, images: &Path, p: &Path, patch: bool) -> Option<String> {
+    let real = std::fs::canonicalize(file.resolve(p)).ok()?;
+    let roots: Vec<PathBuf> =
+        [file.dir.as_path(), images].iter().filter_map(|d| std::fs::canonicalize(d).ok()).collect();
+    if !roots.iter().any(|r| real.starts_with(r)) {
+        return Some(format!(
+            "{} is outside the suite's folder and the images folder ({}); a kernel build only takes fragments and patches that travel with the suite",
+            real.display(),
+            roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let (limit, what) = if patch { (MAX_PATCH_BYTES, "a patch") } else { (MAX_FRAGMENT_BYTES, "a config fragment") };
+    let len = std::fs::metadata(&real).ok()?.len();
+    if len > limit {
+        return Some(format!("{} is {len} bytes; {what} is at most {limit} bytes", real.display()));
+    }
+    let text = match std::fs::read(&real) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => return Some(format!("{} can't be read ({e})", real.display())),
+    };
+    if patch {
+        let diff = text.lines().any(|l| l.starts_with("--- ")) && text.lines().any(|l| l.starts_with("+++ "));
+        return (!diff).then(|| {
+            format!(
+                "{} holds no unified diff (no `--- ` and `+++ ` lines); it should be a patch for `patch -p1`",
+                real.display()
+            )
+        });
+    }
+    text.lines().enumerate().find_map(|(n, line)| {
+        let l = line.trim();
+        let ok = l.is_empty()
+            || (l.starts_with('#') && !l.starts_with("#!"))
+            || l.strip_prefix("CONFIG_").and_then(|r| r.split_once('=')).is_some_and(|(name, _)| {
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            });
+        (!ok).then(|| {
+            format!(
+                "{} line {}: {} is not a config line (`CONFIG_NAME=value`, `# CONFIG_NAME is not set`, a comment or a blank line)",
+                real.display(),
+                n + 1,
+                crate::spec::text::shown(l, 60)
+            )
+        })
+    })
 }
 
 /// What a path in a suite must name: a regular file or a folder (with what it is for).
@@ -269,8 +365,9 @@ pub(super) fn check_cmdline(errs: &mut Vec<ValidationError>, key: &str, line: &s
         Err(why) => return rule(format!("the kernel command line {why}")),
     };
     for p in &params {
-        // The kernel compares parameter names with '-' and '_' alike.
-        let name = p.name.replace('-', "_");
+        // The kernel compares parameter names with '-' and '_' alike (and reads
+        // `sysctl/kernel/panic` as `sysctl.kernel.panic`).
+        let name = p.name.replace('-', "_").replace('/', ".");
         if let Some((owned, why)) = RUNNER_PARAMETERS.iter().find(|(o, _)| o.replace('-', "_") == name) {
             rule(format!("`{}`: the runner sets `{owned}` itself ({why}); remove it from cmdline", p.token));
         } else if name.starts_with(RUNNER_PREFIX) {

@@ -233,7 +233,7 @@ fn check_one(
         match providers.first() {
             Some(kind) if name.split('.').count() >= 3 => {
                 if providers.iter().any(|p| kinds.contains(p)) {
-                    Ok(())
+                    counter_ok(name, m)
                 } else {
                     Err(format!("{name} is a counter of the {} observer; add it to `observe`", kind.name()))
                 }
@@ -291,6 +291,10 @@ fn check_one(
                 format!("{key}.equals"),
                 "`equals` takes a text or a number, which the section must equal".into(),
             );
+        } else if let Some(why) =
+            c.equals.as_ref().and_then(|v| super::extras::float_problem(v, "the section would have to be"))
+        {
+            rule(errs, format!("{key}.equals"), why);
         }
         if c.equals.is_some() == c.contains.is_some() {
             rule(errs, key, "give exactly one of `equals` or `contains`".into());
@@ -315,5 +319,94 @@ fn check_one(
                 );
             }
         }
+        let keeps_outcomes = snap.outcome != Some(false);
+        if m.compare.as_deref() == Some(OUTCOME_METRIC) && !keeps_outcomes {
+            rule(
+                errs,
+                format!("{k}.snapshot.outcome"),
+                "`compare: outcome` compares how the iterations ended, and `outcome: false` leaves that out of the snapshot, so a changed outcome (exit 32 becoming exit 1) would still match; keep `outcome: true` (the default) or compare a metric".into(),
+            );
+        } else if !keeps_outcomes
+            && snap.verdict == Some(crate::spec::SnapshotVerdicts::None)
+            && snap.signs.is_empty()
+            && snap.sections.is_empty()
+        {
+            rule(
+                errs,
+                format!("{k}.snapshot"),
+                "this snapshot keeps nothing of the measurement's results (no verdict, no outcomes, no signs, no sections), so its test would pass whatever the run did; keep at least one, or leave `snapshot` out for the defaults".into(),
+            );
+        }
+    }
+}
+
+/// `nfs.<side>.<table>` tables the nfsstat and /proc/net/rpc/nfs parsers produce
+/// (`crate::parse::nfsstat`, `crate::parse::procrpcnfs`): `rpc` and one per version,
+/// plus the server's v4 operation tables; `nfs.other.<table>` is any other table.
+const NFS_CLIENT_TABLES: &[&str] = &["rpc", "v2", "v3", "v4"];
+const NFS_SERVER_TABLES: &[&str] = &["rpc", "v2", "v3", "v4", "v4ops", "v4cb"];
+/// The three counters of `Client rpc stats` (the same in nfsstat and /proc/net/rpc/nfs).
+const NFS_CLIENT_RPC: &[&str] = &["calls", "retrans", "authrefrsh"];
+/// Sections of /proc/net/snmp and /proc/net/netstat, as `netstat -s` and the proc_net
+/// observer name them (`crate::parse::netstat`, `crate::parse::procnet`). The counter
+/// names within a section vary by kernel and are not checked.
+const NETSTAT_GROUPS: &[&str] = &["Ip", "Icmp", "IcmpMsg", "Tcp", "Udp", "UdpLite", "TcpExt", "IpExt", "MPTcpExt"];
+
+/// What can be known of a counter name before a run: the parts the parsers produce.
+fn counter_ok(name: &str, m: &MeasureSpec) -> Result<(), String> {
+    let parts: Vec<&str> = name.split('.').collect();
+    let not = |what: String| Err(format!("{} is not a counter: {what}", shown(name, 80)));
+    match parts[0] {
+        "mountstats" => {
+            let mut fields: Vec<&str> = crate::measure::observer::op_fields(&crate::parse::mountstats::OpStats {
+                errors: Some(0),
+                ..Default::default()
+            })
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect();
+            fields.sort_unstable();
+            let ops = m.observe.iter().find_map(|o| match o {
+                ObserverSpec::Mountstats(ms) if !ms.ops.is_empty() => Some(&ms.ops),
+                _ => None,
+            });
+            if parts.len() != 3 || !fields.contains(&parts[2]) {
+                not(format!("mountstats counters are mountstats.<OP>.<field>, the field one of {}", fields.join(", ")))
+            } else if let Some(ops) = ops.filter(|ops| !ops.iter().any(|o| o == parts[1])) {
+                Err(format!(
+                    "{name}: the mountstats observer keeps only ops {} (its `ops:`), so {} is never recorded; add {} there",
+                    ops.join(", "),
+                    parts[1],
+                    parts[1]
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        "nfs" => {
+            let tables = match parts.get(1) {
+                Some(&"client") => Some(NFS_CLIENT_TABLES),
+                Some(&"server") => Some(NFS_SERVER_TABLES),
+                Some(&"other") => None,
+                _ => return not(
+                    "nfs counters are nfs.client.<table>.<name>, nfs.server.<table>.<name> or nfs.other.<table>.<name>"
+                        .into(),
+                ),
+            };
+            if parts.len() != 4 {
+                not("nfs counters have four parts: nfs.<client|server|other>.<table>.<name>".into())
+            } else if let Some(t) = tables.filter(|t| !t.contains(&parts[2])) {
+                not(format!("the {} tables are {}", parts[1], t.join(", ")))
+            } else if parts[1] == "client" && parts[2] == "rpc" && !NFS_CLIENT_RPC.contains(&parts[3]) {
+                not(format!("the client rpc counters are {}", NFS_CLIENT_RPC.join(", ")))
+            } else {
+                Ok(())
+            }
+        }
+        "netstat" if parts.len() != 3 || !NETSTAT_GROUPS.contains(&parts[1]) => not(format!(
+            "netstat counters are netstat.<Section>.<Name>, the section one of {}",
+            NETSTAT_GROUPS.join(", ")
+        )),
+        _ => Ok(()),
     }
 }

@@ -182,6 +182,83 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
     if let Some(o) = &n.mount_options {
         mount_options(errs, "nfs_read.mount_options", o);
     }
+    served(errs, s, n, catalog);
+}
+
+/// What a mount asks of the server: the NFS version (`"3"`, `"4"`, `"4.1"`, …) and
+/// whether it goes over UDP, from `vers=`/`nfsvers=`/`v3`/`minorversion=` and
+/// `proto=`/`udp`/`tcp` (the last of each wins, as in mount.nfs); `None`: not given.
+fn asks(options: &str) -> (Option<String>, Option<bool>) {
+    let (mut vers, mut minor, mut udp) = (None, None, None);
+    for o in options.split(',') {
+        match o.split_once('=') {
+            Some(("vers" | "nfsvers", v)) => vers = Some(v.to_string()),
+            Some(("minorversion", m)) => minor = Some(m.to_string()),
+            Some(("proto", p)) => udp = Some(p.starts_with("udp")),
+            None if o == "udp" || o == "tcp" => udp = Some(o == "udp"),
+            None if matches!(o, "v2" | "v3" | "v4" | "v4.0" | "v4.1" | "v4.2") => vers = Some(o[1..].to_string()),
+            _ => {}
+        }
+    }
+    let vers = match (vers, minor) {
+        (Some(v), Some(m)) if v == "4" => Some(format!("4.{m}")),
+        (v, _) => v,
+    };
+    (vers, udp)
+}
+
+/// Every client's mount must ask for a version and transport the server's profile
+/// serves (its `nfs_versions` and `udp`, or the profile's defaults): otherwise the mount
+/// fails in every iteration. NFSv2 counts as not served on a Debian kernel: on every
+/// recorded run of the shipped rootfs (Debian 5.10, 6.1 and 6.12 servers)
+/// `rpc.nfsd --nfs-version 2` failed and the profile fell back to NFSv3.
+fn served(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catalog: &Catalog) {
+    let Some(vm) = s.vms.iter().find(|v| v.name == n.server) else { return };
+    let Some(p) = &vm.profile else { return };
+    let Some(defaults) = catalog.profile_params.get(&p.name) else { return };
+    let versions: Vec<&str> =
+        p.nfs_versions.as_ref().unwrap_or(&defaults.nfs_versions).iter().map(String::as_str).collect();
+    let udp = p.udp.unwrap_or(defaults.udp);
+    let debian = vm.kernel.debian.is_some();
+    let serves = |v: &str| match v {
+        "2" => versions.contains(&"2") && !debian,
+        "4" => versions.iter().any(|s| *s == "4" || s.starts_with("4.")),
+        v if v.starts_with("4.") => versions.contains(&v) || versions.contains(&"4"),
+        v => versions.contains(&v),
+    };
+    let server = format!("profile {} on VM {}", p.name, vm.name);
+    let check = |errs: &mut Vec<ValidationError>, key: String, options: &str| {
+        if !options.chars().all(|c| c.is_ascii_alphanumeric() || ",=._-".contains(c)) {
+            return; // not an option list: reported as such
+        }
+        let (vers, over_udp) = asks(options);
+        let message = match (&vers, over_udp) {
+            (Some(v), Some(true)) if v.starts_with('4') => {
+                format!("mount options {options:?} ask for NFSv{v} over UDP; NFSv4 runs over TCP only")
+            }
+            (_, Some(true)) if !udp => format!(
+                "mount options {options:?} ask for UDP, but {server} serves TCP only (udp: false); set `udp: true` in its profile or mount with proto=tcp"
+            ),
+            (Some(v), _) if v == "2" && versions.contains(&"2") && debian => format!(
+                "mount options {options:?} ask for NFSv2, which {server} cannot serve on a Debian kernel (rpc.nfsd fails to enable NFSv2 there); mount with vers=3"
+            ),
+            (Some(v), _) if !serves(v) => format!(
+                "mount options {options:?} ask for NFSv{v}, but {server} serves NFS versions {}; the mount would fail",
+                versions.join(", ")
+            ),
+            _ => return,
+        };
+        errs.push(ValidationError::Rule { key, message });
+    };
+    for (c, o) in &n.client_mount_options {
+        check(errs, format!("nfs_read.client_mount_options.{c}"), o);
+    }
+    // The default applies to every client without options of its own.
+    if let Some(o) =
+        n.mount_options.as_ref().filter(|_| n.clients.iter().any(|c| !n.client_mount_options.contains_key(c)))
+    {
+        check(errs, "nfs_read.mount_options".into(), o);
+    }
 }
 
 /// `mount -o` options go unquoted into the mount command, so they are one word of a
@@ -215,7 +292,7 @@ fn file_size(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
     let Some(server) = s.vms.iter().find(|v| v.name == n.server) else { return };
     let memory_mib = server.memory.or(s.defaults.memory).unwrap_or(DEFAULT_MEMORY_MIB);
     let rootfs = server.rootfs.as_deref().or(s.defaults.rootfs.as_deref()).unwrap_or(DEFAULT_ROOTFS);
-    let block_max = memory_mib * MIB / 4;
+    let block_max = memory_mib.saturating_mul(MIB) / 4;
     if f.block_size == 0 || f.block_size > block_max {
         errs.push(ValidationError::OutOfRange {
             key: "nfs_read.file.block_size".into(),
@@ -233,11 +310,14 @@ fn file_size(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
         });
     }
     let (room, place) = if n.export == "/tmp" || n.export.starts_with("/tmp/") {
-        (memory_mib * MIB / 2, format!("half the server's {memory_mib} MiB: the export is on /tmp, a tmpfs"))
+        (
+            memory_mib.saturating_mul(MIB) / 2,
+            format!("half the server's {memory_mib} MiB: the export is on /tmp, a tmpfs"),
+        )
     } else {
         match catalog.rootfs.get(rootfs) {
             Some((recipe, _)) => (
-                recipe.size_mib.saturating_sub(SYSTEM_DISK_MIB) * MIB,
+                recipe.size_mib.saturating_sub(SYSTEM_DISK_MIB).saturating_mul(MIB),
                 format!(
                     "what the server's {} MiB root disk of rootfs {rootfs} leaves after its system's {SYSTEM_DISK_MIB} MiB",
                     recipe.size_mib

@@ -99,6 +99,19 @@ pub(super) fn check(errs: &mut Vec<ValidationError>, catalog: &Catalog, s: &Suit
                 rule(errs, format!("{key}.nfs_versions[{i}]"), format!("version {v} is given twice"));
             }
         }
+        // NFSv2 alone serves nothing on a Debian kernel: on every recorded run of the
+        // shipped rootfs (Debian 5.10, 6.1, 6.12 servers) `rpc.nfsd --nfs-version 2`
+        // failed, and the profile falls back to the other versions asked for.
+        if vm.kernel.debian.is_some() && !vs.is_empty() && vs.iter().all(|v| v == "2") {
+            rule(
+                errs,
+                format!("{key}.nfs_versions"),
+                format!(
+                    "profile {} can't serve NFSv2 on VM {}'s Debian kernel (rpc.nfsd fails to enable it there), so nfs_versions [\"2\"] would serve nothing; add \"3\"",
+                    p.name, vm.name
+                ),
+            );
+        }
     }
     if let Some(t) = p.threads {
         range(errs, &format!("{key}.threads"), t, &THREADS, " threads");
