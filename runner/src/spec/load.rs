@@ -224,7 +224,7 @@ pub fn load_suite_with(path: &Path, options: &LoadOptions) -> Result<SuiteFile, 
             path,
             "",
             None,
-            format!("not a regular file but {}; a suite must be a regular file", file_kind(&meta)),
+            format!("not a regular file but {}; a suite must be a regular file", crate::spec::text::file_kind(&meta)),
             None,
         )]));
     }
@@ -256,25 +256,6 @@ pub fn load_suite_with(path: &Path, options: &LoadOptions) -> Result<SuiteFile, 
         }
     };
     parse_suite_with(path, text, options)
-}
-
-/// What a file that is not a regular file is, in words (`a named pipe`).
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    if t.is_dir() {
-        "a folder"
-    } else if t.is_fifo() {
-        "a named pipe"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else {
-        "a special file"
-    }
 }
 
 /// Deserializes suite `text` that was read from `path` (used by [`load_suite`]; public

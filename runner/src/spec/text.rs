@@ -224,6 +224,28 @@ pub fn shown(s: &str, max: usize) -> String {
     format!("\"{}…\" ({} bytes)", escape_controls(&head), s.len())
 }
 
+/// What kind of file `meta` describes, in words (`a file`, `a folder`, `a named pipe`,
+/// `a socket`, `a character device`, `a block device`), for messages about paths.
+pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_file() {
+        "a file"
+    } else if t.is_dir() {
+        "a folder"
+    } else if t.is_fifo() {
+        "a named pipe"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "a special file"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

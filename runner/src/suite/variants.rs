@@ -92,6 +92,16 @@ impl Axis {
     }
 
     /// The key (below `vms[i]`) of what this axis sets, for errors found on a variant.
+    /// For an `nfs_read.*` axis: the `nfs_read` map that holds a client's own value and
+    /// the axis's name as written (`client_mount_options`, `nfs_read.mount_options`).
+    fn nfs_client_map(&self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Axis::NfsMountOptions => Some(("client_mount_options", "nfs_read.mount_options")),
+            Axis::NfsReadAhead => Some(("client_read_ahead_kb", "nfs_read.read_ahead_kb")),
+            _ => None,
+        }
+    }
+
     fn field(&self) -> String {
         match self {
             Axis::Kernel => "kernel".into(),
@@ -383,18 +393,12 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
         let overridden: Vec<&Axis> = axes.iter().map(|(a, _)| a).filter(|a| own(a)).collect();
         if !overridden.is_empty() {
             for a in overridden {
-                let (key, what, axis) = match a {
-                    Axis::NfsMountOptions => (
-                        format!("nfs_read.client_mount_options.{}", vm.name),
-                        format!("nfs_read.client_mount_options.{}", vm.name),
-                        "nfs_read.mount_options".to_string(),
-                    ),
-                    Axis::NfsReadAhead => (
-                        format!("nfs_read.client_read_ahead_kb.{}", vm.name),
-                        format!("nfs_read.client_read_ahead_kb.{}", vm.name),
-                        "nfs_read.read_ahead_kb".to_string(),
-                    ),
-                    _ => (format!("vms[{i}].{}", a.field()), a.field(), a.field()),
+                let (key, what, axis) = match a.nfs_client_map() {
+                    Some((set, axis)) => {
+                        let own = format!("nfs_read.{set}.{}", vm.name);
+                        (own.clone(), own, axis.to_string())
+                    }
+                    None => (format!("vms[{i}].{}", a.field()), a.field(), a.field()),
                 };
                 errs.push(ValidationError::Rule {
                     key,
@@ -453,12 +457,7 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
                     errs.push(ValidationError::Rule { key: av.key.clone(), message: e });
                 }
                 fields.push((axis.field(), av.key.clone()));
-                let set = match axis {
-                    Axis::NfsMountOptions => Some("client_mount_options"),
-                    Axis::NfsReadAhead => Some("client_read_ahead_kb"),
-                    _ => None,
-                };
-                if let Some(set) = set {
+                if let Some((set, _)) = axis.nfs_client_map() {
                     map.keys.insert(format!("nfs_read.{set}.{}", v.name), av.key.clone());
                 }
             }

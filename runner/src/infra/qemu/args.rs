@@ -107,8 +107,8 @@ pub const MAX_KERNEL_CMDLINE_BYTES: usize = 1536;
 
 /// Kernel parameters the runner sets or relies on, with why a suite may not give them
 /// (checked on `vms[].cmdline`, also after `--`, since the guest's init reads the whole
-/// of `/proc/cmdline`). Names compare as the kernel compares them (`-` = `_`; in a
-/// `sysctl.` name, `/` = `.`).
+/// of `/proc/cmdline`; a `sysctl.` entry is also refused as a key of `vms[].sysctl`).
+/// Names compare as the kernel compares them (`-` = `_`; in a `sysctl.` name, `/` = `.`).
 pub const RUNNER_PARAMETERS: &[(&str, &str)] = &[
     (
         "console",
@@ -131,7 +131,7 @@ pub const RUNNER_PARAMETERS: &[(&str, &str)] = &[
     ("nosmp", "it gives the guest the VM's cpus: with QEMU's -smp, and nosmp would cut them to one; set cpus: instead"),
     (
         "sysctl.kernel.panic",
-        "it boots with panic=-1 so that a kernel panic ends QEMU at once and the VM shows as crashed",
+        "it boots with panic=-1 so that a kernel panic ends QEMU at once and the VM shows as crashed; with kernel.panic=0 a panicked guest hangs until the timeout",
     ),
 ];
 

@@ -37,11 +37,6 @@ const RESERVED_ENV: &[(&str, &str)] = &[
     ("GCONV_PATH", "the C library loads code from it"),
     ("TMPDIR", "the runner's measurement script makes its scratch folder with mktemp, which creates it under TMPDIR"),
 ];
-/// Sysctl values the runner relies on, and why a suite's `sysctl:` may not set them.
-const RUNNER_SYSCTL: &[(&str, &str)] = &[(
-    "kernel.panic",
-    "the runner boots every guest with panic=-1, so that a kernel panic ends QEMU at once and the VM shows as crashed (with kernel.panic: 0 a panicked guest hangs until the timeout)",
-)];
 /// Prefixes of reserved environment variable names, and why.
 const RESERVED_ENV_PREFIXES: &[(&str, &str)] = &[
     ("LD_", "the dynamic loader acts on it in every program"),
@@ -243,8 +238,10 @@ pub(super) fn check(
                 .all(|c| !c.is_empty() && c.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
         if !ok_name {
             rule(errs, key.clone(), format!("{name:?} is not a sysctl name (dotted, e.g. net.ipv4.ipfrag_time)"));
-        } else if let Some(why) =
-            RUNNER_SYSCTL.iter().find(|(n, _)| n.replace('-', "_") == name.replace('-', "_")).map(|(_, w)| w)
+        } else if let Some(why) = crate::infra::qemu::args::RUNNER_PARAMETERS
+            .iter()
+            .find(|(p, _)| p.strip_prefix("sysctl.").is_some_and(|n| n.replace('-', "_") == name.replace('-', "_")))
+            .map(|(_, w)| w)
         {
             rule(errs, key.clone(), format!("{name} is the runner's: {why}; remove it from sysctl"));
         }

@@ -41,13 +41,13 @@ pub(super) fn check_kernel(
             let mut seen: Vec<(PathBuf, usize)> = Vec::new();
             for (i, f) in files.iter().enumerate() {
                 let key = format!("{k}.source.{field}[{i}]");
+                let real = std::fs::canonicalize(file.resolve(f)).unwrap_or_else(|_| file.resolve(f));
                 if let Some(message) = host_path_problem(file, f, want)
-                    .or_else(|| build_input_problem(file, &catalog.dir, f, field == "patches"))
+                    .or_else(|| build_input_problem(file, &catalog.dir, &real, field == "patches"))
                 {
                     errs.push(ValidationError::Rule { key, message });
                     continue;
                 }
-                let real = std::fs::canonicalize(file.resolve(f)).unwrap_or_else(|_| file.resolve(f));
                 if let Some((_, first)) = seen.iter().find(|(p, _)| *p == real) {
                     errs.push(ValidationError::Rule {
                         key,
@@ -156,15 +156,14 @@ pub const MAX_FRAGMENT_BYTES: u64 = 1024 * 1024;
 /// Most bytes of a patch.
 pub const MAX_PATCH_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Why `p` (an existing regular file, a `source.fragments` or `source.patches` entry)
-/// can't go into a kernel build, or `None`: it must lie inside the suite's folder or
+/// Why `real` (an existing regular file, a `source.fragments` or `source.patches` entry,
+/// its path resolved) can't go into a kernel build, or `None`: it must lie inside the suite's folder or
 /// the images folder `images` (symbolic links followed: a suite travels with a bug
 /// report and must not pull the host's files into a kernel), be at most
 /// [`MAX_FRAGMENT_BYTES`] / [`MAX_PATCH_BYTES`], and look like what it is for: a
 /// fragment holds only `CONFIG_…=…` lines, `# CONFIG_… is not set`, comments and blank
 /// lines; a patch holds a unified diff (`--- ` and `+++ ` lines).
-fn build_input_problem(file: &SuiteFile, images: &Path, p: &Path, patch: bool) -> Option<String> {
-    let real = std::fs::canonicalize(file.resolve(p)).ok()?;
+fn build_input_problem(file: &SuiteFile, images: &Path, real: &Path, patch: bool) -> Option<String> {
     let roots: Vec<PathBuf> =
         [file.dir.as_path(), images].iter().filter_map(|d| std::fs::canonicalize(d).ok()).collect();
     if !roots.iter().any(|r| real.starts_with(r)) {
@@ -175,11 +174,11 @@ fn build_input_problem(file: &SuiteFile, images: &Path, p: &Path, patch: bool) -
         ));
     }
     let (limit, what) = if patch { (MAX_PATCH_BYTES, "a patch") } else { (MAX_FRAGMENT_BYTES, "a config fragment") };
-    let len = std::fs::metadata(&real).ok()?.len();
+    let len = std::fs::metadata(real).ok()?.len();
     if len > limit {
         return Some(format!("{} is {len} bytes; {what} is at most {limit} bytes", real.display()));
     }
-    let text = match std::fs::read(&real) {
+    let text = match std::fs::read(real) {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
         Err(e) => return Some(format!("{} can't be read ({e})", real.display())),
     };
@@ -217,27 +216,6 @@ pub(super) enum Want {
     File(&'static str),
     /// A folder.
     Dir(&'static str),
-}
-
-/// What kind of thing `meta` describes, in words.
-fn kind_of(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    if t.is_dir() {
-        "a folder"
-    } else if t.is_file() {
-        "a file"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_fifo() {
-        "a named pipe"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    }
 }
 
 /// Why the host path `p` (from the suite) can't be used as `want`, or `None`. Says what
@@ -281,7 +259,7 @@ pub(super) fn host_path_problem(file: &SuiteFile, p: &Path, want: Want) -> Optio
     };
     let ok = if want_file { meta.is_file() } else { meta.is_dir() };
     if !ok {
-        return Some(format!("{shown} is {}; it should be {what}", kind_of(&meta)));
+        return Some(format!("{shown} is {}; it should be {what}", crate::spec::text::file_kind(&meta)));
     }
     if want_file {
         if let Err(e) = std::fs::File::open(&full) {

@@ -209,9 +209,8 @@ fn asks(options: &str) -> (Option<String>, Option<bool>) {
 
 /// Every client's mount must ask for a version and transport the server's profile
 /// serves (its `nfs_versions` and `udp`, or the profile's defaults): otherwise the mount
-/// fails in every iteration. NFSv2 counts as not served on a Debian kernel: on every
-/// recorded run of the shipped rootfs (Debian 5.10, 6.1 and 6.12 servers)
-/// `rpc.nfsd --nfs-version 2` failed and the profile fell back to NFSv3.
+/// fails in every iteration. NFSv2 counts as served only where
+/// [`super::profile::serves_nfsv2`] says so.
 fn served(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catalog: &Catalog) {
     let Some(vm) = s.vms.iter().find(|v| v.name == n.server) else { return };
     let Some(p) = &vm.profile else { return };
@@ -219,9 +218,9 @@ fn served(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catal
     let versions: Vec<&str> =
         p.nfs_versions.as_ref().unwrap_or(&defaults.nfs_versions).iter().map(String::as_str).collect();
     let udp = p.udp.unwrap_or(defaults.udp);
-    let debian = vm.kernel.debian.is_some();
+    let no_v2 = !super::profile::serves_nfsv2(vm);
     let serves = |v: &str| match v {
-        "2" => versions.contains(&"2") && !debian,
+        "2" => versions.contains(&"2") && !no_v2,
         "4" => versions.iter().any(|s| *s == "4" || s.starts_with("4.")),
         v if v.starts_with("4.") => versions.contains(&v) || versions.contains(&"4"),
         v => versions.contains(&v),
@@ -239,7 +238,7 @@ fn served(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catal
             (_, Some(true)) if !udp => format!(
                 "mount options {options:?} ask for UDP, but {server} serves TCP only (udp: false); set `udp: true` in its profile or mount with proto=tcp"
             ),
-            (Some(v), _) if v == "2" && versions.contains(&"2") && debian => format!(
+            (Some(v), _) if v == "2" && versions.contains(&"2") && no_v2 => format!(
                 "mount options {options:?} ask for NFSv2, which {server} cannot serve on a Debian kernel (rpc.nfsd fails to enable NFSv2 there); mount with vers=3"
             ),
             (Some(v), _) if !serves(v) => format!(
