@@ -6,7 +6,7 @@ summ = {}
 for l in open(f'{OUT}/summary.txt'):
     p = l.split()
     if len(p) >= 4: summ.setdefault(p[1], []).append(float(p[3].split('=')[1]))
-for cond in ['default', 'pin', 'icount']:
+for cond in summ:
     runs = sorted(glob.glob(f'{OUT}/{cond}/nfs-aa-same-kernel/*/results.json'))
     rows = []
     for i, f in enumerate(runs):

@@ -55,6 +55,11 @@ enum Command {
         /// starts from it instead of booting, and the first VM of a kind saves it.
         #[arg(long)]
         fresh_boot: bool,
+        /// Bind each QEMU process to one host CPU: the server's to the first CPU, the
+        /// clients' in turn to the others. It steadied times under a build machine's
+        /// load and changed nothing on a quiet host (BENCHMARKS.md, "Pinning").
+        #[arg(long, env = "VMREPRO_PIN", value_parser = clap::builder::FalseyValueParser::new())]
+        pin: bool,
     },
     /// Write a run folder's report.md and report.html again (no VM).
     Report {
@@ -90,6 +95,9 @@ enum Command {
         /// Boot every VM and save no VM state (as `vmrepro run --fresh-boot`).
         #[arg(long)]
         fresh_boot: bool,
+        /// Bind each QEMU process to one host CPU (as `vmrepro run --pin`).
+        #[arg(long, env = "VMREPRO_PIN", value_parser = clap::builder::FalseyValueParser::new())]
+        pin: bool,
     },
     /// Print two runs of a suite side by side (run folders or bundles). Exit 0 when
     /// every verdict agrees, 1 when one differs.
@@ -187,6 +195,10 @@ struct BenchArgs {
     /// from saved states (the boot measurements always do both).
     #[arg(long)]
     fresh_boot: bool,
+    /// The suite's and the scaling suites' runs bind each QEMU to one host CPU (as
+    /// `vmrepro run --pin`); the boot measurements don't, as the bare boot doesn't.
+    #[arg(long, env = "VMREPRO_PIN", value_parser = clap::builder::FalseyValueParser::new())]
+    pin: bool,
     /// Where the suite's and the scaling suites' run folders go.
     #[arg(long, default_value = "results")]
     results: PathBuf,
@@ -310,7 +322,7 @@ async fn dispatch(cli: Cli) -> i32 {
             }
             code
         }
-        Command::Run { suite, results, junit, keep, fresh_boot } => {
+        Command::Run { suite, results, junit, keep, fresh_boot, pin } => {
             let (plan, catalog) = match load_or_exit(&suite, cli.images.as_deref()) {
                 Ok(p) => p,
                 Err(c) => return c,
@@ -322,6 +334,7 @@ async fn dispatch(cli: Cli) -> i32 {
                 events: progress_sink(),
                 run_dir: None,
                 fresh_boot,
+                pin,
             };
             let keep = match keep {
                 None => crate::run::Keep::Never,
@@ -365,8 +378,8 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Bundle { run_dir, output, with_images } => {
             bundle(&run_dir, output, with_images, cli.images.clone(), cache)
         }
-        Command::Replay { bundle, results, junit, fresh_boot } => {
-            replay(&bundle, results, junit.as_deref(), cache, fresh_boot).await
+        Command::Replay { bundle, results, junit, fresh_boot, pin } => {
+            replay(&bundle, results, junit.as_deref(), cache, fresh_boot, pin).await
         }
         Command::Compare { run_a, run_b } => compare(&run_a, &run_b),
         Command::Plan { suite } => match load_or_exit(&suite, cli.images.as_deref()) {
@@ -483,7 +496,14 @@ fn human_bytes(n: u64) -> String {
 }
 
 /// `vmrepro replay`.
-async fn replay(bundle: &Path, results: PathBuf, junit: Option<&Path>, cache: Cache, fresh_boot: bool) -> i32 {
+async fn replay(
+    bundle: &Path,
+    results: PathBuf,
+    junit: Option<&Path>,
+    cache: Cache,
+    fresh_boot: bool,
+    pin: bool,
+) -> i32 {
     use crate::publish::replay::{prepare, ReplayError, ReplayOptions};
     let prepared = {
         let (b, c) = (bundle.to_path_buf(), cache.clone());
@@ -508,7 +528,7 @@ async fn replay(bundle: &Path, results: PathBuf, junit: Option<&Path>, cache: Ca
     for c in &prepared.checks {
         println!("verified: {c}");
     }
-    let opts = ReplayOptions { results_root: results, cache, events: progress_sink(), fresh_boot };
+    let opts = ReplayOptions { results_root: results, cache, events: progress_sink(), fresh_boot, pin };
     let r = match prepared.run(&opts, interrupted()).await {
         Ok(r) => r,
         Err(e) => {

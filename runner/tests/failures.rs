@@ -106,6 +106,35 @@ fn guest_agent_that_never_answers_is_a_boot_timeout() {
 }
 
 #[test]
+fn more_guest_memory_than_the_host_has_is_refused_before_anything_is_built() {
+    // 16 VMs × 16 GiB; the test means nothing on a host with 256 GiB of RAM or more.
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let host_mib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        / 1024;
+    assert!(host_mib < 16 * 16384, "this host has {host_mib} MiB: the fixture would fit");
+    let _lock = vm_lock();
+    let sb = Sandbox::new("host-memory");
+    let fin = sb.run(sb.command(&fixture("host-memory")), RUN_LIMIT);
+
+    assert_eq!(fin.code, EXIT_INFRA, "the host can't run it: infrastructure; output:\n{}", fin.output);
+    assert_contains(
+        &fin.output,
+        &format!("the suite's 16 VMs have 262144 MiB of memory together (vms[].memory), more than this host's {host_mib} MiB of RAM"),
+        "the error gives the total and the host's RAM",
+    );
+    assert!(fin.took < Duration::from_secs(30), "refused at once, took {:?}", fin.took);
+    let run = read_json(&sb.run_dir().join("run.json"));
+    assert_eq!(run["status"], "infrastructure_error");
+    assert_eq!(run["images"].as_array().map_or(0, Vec::len), 0, "no image was resolved: {:#}", run["images"]);
+    assert_eq!(run["vms"].as_array().map_or(0, Vec::len), 0, "no VM was prepared");
+    sb.assert_no_leftovers();
+}
+
+#[test]
 fn hanging_step_times_out_and_the_other_vm_is_shut_down() {
     let _lock = vm_lock();
     let sb = Sandbox::new("step-hangs");

@@ -145,6 +145,32 @@ fn report_md_reads_in_a_mail_and_html_holds_the_numbers() {
     assert!(pre.contains("%change") && pre.contains("elapsed_s"));
 }
 
+/// A run made with `--pin` says where each QEMU ran, and its report reproduces it
+/// pinned; an unpinned run's report mentions no pinning.
+#[test]
+fn a_pinned_run_says_so_and_is_reproduced_pinned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = run_copy(tmp.path());
+    let unpinned = std::fs::read_to_string(published::write(&dir).unwrap().markdown).unwrap();
+    assert!(!unpinned.contains("--pin"), "an unpinned run's report mentions --pin");
+
+    // The fixture's run.json as `vmrepro run --pin` writes it on 2 CPUs.
+    let path = dir.join("run.json");
+    let mut run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut names = Vec::new();
+    for vm in run["vms"].as_array_mut().unwrap() {
+        let cpu = if vm["name"] == "server" { 0 } else { 1 };
+        names.push(format!("{} CPU {cpu}", vm["name"].as_str().unwrap()));
+        vm["pinned_cpu"] = cpu.into();
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&run).unwrap()).unwrap();
+    let md = std::fs::read_to_string(published::write(&dir).unwrap().markdown).unwrap();
+    let line = md.lines().find(|l| l.contains("QEMU pinned (--pin)")).expect("the pinning is reported");
+    assert!(line.ends_with(&names.join(", ")), "{line}");
+    assert!(md.contains("vmrepro run --pin suites/nfs-aa-same-kernel.yaml"), "{md}");
+    assert!(md.contains("vmrepro replay --pin nfs-aa-same-kernel-20261130T170000Z.tar.gz"), "{md}");
+}
+
 #[test]
 fn junit_has_one_case_per_step_and_per_verdict() {
     let tmp = tempfile::tempdir().unwrap();

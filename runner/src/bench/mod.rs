@@ -65,6 +65,9 @@ pub struct BenchOptions {
     pub cache: Cache,
     /// Runs of the suite and the scaling suites boot every VM (no saved state).
     pub fresh_boot: bool,
+    /// Runs of the suite and the scaling suites bind each QEMU to one host CPU
+    /// ([`RunOptions::pin`]); the boot measurements never do (the bare boot isn't).
+    pub pin: bool,
 }
 
 /// Errors that stop the bench before it measures anything.
@@ -332,6 +335,7 @@ async fn vmrepro_boot(
         events,
         run_dir: None,
         fresh_boot,
+        pin: false,
     };
     let t = Instant::now();
     let out = crate::run::run(plan, &opts, interrupt).await.map_err(|e| e.to_string())?;
@@ -371,6 +375,7 @@ async fn run_suite(
         events: crate::events::discard(),
         run_dir: None,
         fresh_boot: opts.fresh_boot,
+        pin: opts.pin,
     };
     let sampler = rss::Sampler::start(RSS_INTERVAL);
     let out = crate::run::run(plan, &run_opts, interrupt).await;

@@ -39,6 +39,7 @@ pub(super) async fn bench(args: BenchArgs, images: Option<&Path>, cache: Cache) 
         images,
         cache,
         fresh_boot: args.fresh_boot,
+        pin: args.pin,
     };
     let (tx, rx) = tokio::sync::watch::channel(false);
     let signals = tokio::spawn(async move {

@@ -56,6 +56,8 @@ pub struct ReplayOptions {
     pub events: EventSink,
     /// Boot every VM and save no VM state ([`RunOptions::fresh_boot`]).
     pub fresh_boot: bool,
+    /// Bind each QEMU process to one host CPU ([`RunOptions::pin`]).
+    pub pin: bool,
 }
 
 impl std::fmt::Debug for ReplayOptions {
@@ -229,6 +231,7 @@ impl Prepared {
             events: opts.events.clone(),
             run_dir: None,
             fresh_boot: opts.fresh_boot,
+            pin: opts.pin,
         };
         let outcome = crate::run::run(&self.plan, &run_opts, interrupt).await?;
         let then_dir = self.bundle.top.join(&self.bundle.info.run);

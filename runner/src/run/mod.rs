@@ -62,6 +62,16 @@ pub enum RunError {
     /// KVM was required but doesn't work here.
     #[error("accel: kvm was requested but {0}")]
     Kvm(String),
+    /// The VMs' memory together is more than the host's RAM: they could never all run.
+    #[error("the suite's {vms} VMs have {needed_mib} MiB of memory together (vms[].memory), more than this host's {host_mib} MiB of RAM (MemTotal in /proc/meminfo); give the VMs less memory or run the suite on a larger host")]
+    HostMemory {
+        /// VMs in the suite.
+        vms: usize,
+        /// Sum of their `memory:`, MiB.
+        needed_mib: u64,
+        /// The host's RAM, MiB.
+        host_mib: u64,
+    },
     /// A step's dependency had not finished within the step's timeout.
     #[error("VM {vm}: step {step} waited {} for {dependency}, which had not finished (a step's timeout bounds its wait for `after` too)", humantime::format_duration(*timeout))]
     DependencyTimeout {
@@ -124,6 +134,10 @@ pub struct RunOptions {
     /// Boot every VM, and save no VM state (`--fresh-boot`); otherwise a VM whose kind
     /// has a saved state starts from it (see [`crate::infra::qemu::state`]).
     pub fresh_boot: bool,
+    /// Bind each QEMU process to one host CPU (`--pin`): the serving VMs to the first,
+    /// the others in turn to the rest (see [`crate::infra::qemu::pin`]). With fewer than
+    /// two CPUs the run goes on unpinned, with a notice.
+    pub pin: bool,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -371,6 +385,7 @@ async fn execute(
     stop: tokio::sync::watch::Sender<bool>,
 ) -> Result<(), RunError> {
     let events = &opts.events;
+    check_host_memory(plan, host_memory_mib())?;
     let t_img = Instant::now();
     let kernels: Vec<_> = plan.vms.iter().map(|v| v.kernel.clone()).collect();
     let rootfs: Vec<_> = plan.vms.iter().map(|v| v.rootfs_request()).collect();
@@ -429,6 +444,7 @@ async fn execute(
             }
         }
     };
+    let pinned = if opts.pin { pin_vms(plan, events) } else { vec![None; plan.vms.len()] };
     let mut starts = Vec::new();
     for (i, v) in plan.vms.iter().enumerate() {
         let kernel = &images.kernels[&v.kernel.label()];
@@ -443,6 +459,7 @@ async fn execute(
             accel: accel_for(v.accel),
             cache,
             states: states.as_ref(),
+            pinned_cpu: pinned[i],
         };
         let p = prepare::prepare_vm(v, &inputs)?;
         if let Some(n) = &p.notice {
@@ -494,6 +511,47 @@ async fn execute(
         r.timings.steps_s = booted.elapsed().as_secs_f64();
     }
     result
+}
+
+/// The host's RAM in MiB (`MemTotal` of `/proc/meminfo`), or `None` if unreadable.
+fn host_memory_mib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = text.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().strip_suffix("kB")?.trim();
+    Some(kib.parse::<u64>().ok()? / 1024)
+}
+
+/// Refuses a plan whose VMs' `memory:` adds up to more than `host_mib` (checked before
+/// any image is built: such a run could only end in the host's OOM killer). Guests
+/// touch only what they use, so a plan below the host's RAM may still run short of it.
+/// Nothing is checked when the host's RAM is unknown.
+///
+/// Errors: [`RunError::HostMemory`].
+fn check_host_memory(plan: &Plan, host_mib: Option<u64>) -> Result<(), RunError> {
+    let needed_mib = plan.vms.iter().map(|v| v.memory_mib).fold(0u64, u64::saturating_add);
+    match host_mib {
+        Some(host_mib) if needed_mib > host_mib => {
+            Err(RunError::HostMemory { vms: plan.vms.len(), needed_mib, host_mib })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Each VM's host CPU for `--pin` (see [`crate::infra::qemu::pin`]): a VM with a server
+/// profile serves. Says where each VM runs in a notice, or why none is pinned.
+fn pin_vms(plan: &Plan, events: &EventSink) -> Vec<Option<usize>> {
+    use crate::infra::qemu::pin;
+    let serves: Vec<bool> = plan.vms.iter().map(|v| v.profile.is_some()).collect();
+    match pin::allowed_cpus().and_then(|cpus| pin::assign(&serves, &cpus)) {
+        Ok(cpus) => {
+            let each: Vec<String> = plan.vms.iter().zip(&cpus).map(|(v, c)| format!("{} on CPU {c}", v.name)).collect();
+            events(Event::Notice(format!("notice: --pin: {}", each.join(", "))));
+            cpus.into_iter().map(Some).collect()
+        }
+        Err(e) => {
+            events(Event::Notice(format!("notice: {e}")));
+            vec![None; plan.vms.len()]
+        }
+    }
 }
 
 /// Probes KVM once (with `kernel`, the first VM's) if any VM may use it, and returns how

@@ -9,7 +9,7 @@ use crate::infra::images::cache::{Cache, EntryHold};
 use crate::infra::images::gc::Outcome;
 use crate::infra::images::{KernelArtifact, RootfsArtifact};
 use crate::infra::net::mac_for;
-use crate::infra::qemu::args::{kernel_cmdline, qemu_args, shell_line, Accelerator, QemuConfig};
+use crate::infra::qemu::args::{command_line, kernel_cmdline, Accelerator, QemuConfig};
 use crate::infra::qemu::state::{self, StateSupport};
 use crate::plan::{Plan, VmPlan};
 
@@ -57,6 +57,8 @@ pub(super) struct Inputs<'a> {
     pub cache: &'a Cache,
     /// Set when saved VM states are used (see [`crate::infra::qemu::state`]).
     pub states: Option<&'a StateSupport>,
+    /// The host CPU its QEMU is bound to (`--pin`).
+    pub pinned_cpu: Option<usize>,
 }
 
 /// How to boot a VM whose saved state QEMU could not load: its configuration without
@@ -115,7 +117,7 @@ pub(super) fn create_overlay(backing: &Path, format: &str, overlay: &Path) -> Re
 ///
 /// Errors: [`RunError::Io`] naming the file or tool (`qemu-img`) that failed.
 pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, RunError> {
-    let Inputs { plan, run_dir, tmp_dir, kernel, rootfs, tap, accel, cache, states } = *input;
+    let Inputs { plan, run_dir, tmp_dir, kernel, rootfs, tap, accel, cache, states, pinned_cpu } = *input;
     let vdir = run_dir.join("vms").join(&v.name);
     std::fs::create_dir_all(&vdir).map_err(io_err("creating VM results folder", &vdir))?;
     let tdir = tmp_dir.join(&v.name);
@@ -145,6 +147,7 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
         shell_socket: tdir.join(crate::run::SHELL_SOCKET),
         incoming: None,
         console_append: false,
+        pinned_cpu,
     };
     let bases: Vec<&Path> = std::iter::once(rootfs.image.as_path()).chain(kernel.modules_disk.as_deref()).collect();
     let state_key = states.map(|s| state::state_key(&config, &kernel.key, &rootfs.key, &bases, s));
@@ -203,7 +206,7 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
             None
         }
     };
-    let cmdline = shell_line(&crate::infra::qemu::qemu_binary(), &qemu_args(&config));
+    let cmdline = command_line(&config);
     let cmd_path = vdir.join("qemu-cmdline.txt");
     std::fs::write(&cmd_path, format!("{cmdline}\n")).map_err(io_err("writing", &cmd_path))?;
     let record = VmRecord {
@@ -223,6 +226,7 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
         start: Some(if restore_hold.is_some() { VmStart::Restored } else { VmStart::Booted }),
         state: state_key.clone(),
         state_saved: false,
+        pinned_cpu,
         steps: v
             .steps
             .iter()

@@ -118,6 +118,10 @@ pub struct VmRecord {
     /// Whether this run saved its kind's state (it booted and none was saved yet).
     #[serde(default)]
     pub state_saved: bool,
+    /// The host CPU its QEMU was bound to (`--pin`, see [`crate::infra::qemu::pin`]);
+    /// absent when it ran unpinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_cpu: Option<usize>,
 }
 
 /// How a VM started.

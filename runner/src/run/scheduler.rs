@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use crate::events::{Event, EventSink};
 use crate::infra::images::cache::{Cache, EntryHold};
 use crate::infra::net::Namespace;
-use crate::infra::qemu::args::{qemu_args, shell_line};
+use crate::infra::qemu::args::command_line;
 use crate::infra::qemu::state::{self, StateMeta};
 use crate::infra::qemu::vm::{Vm, VmError};
 use crate::plan::{Dependency, StepKind, StepPlan, Until, VmPlan};
@@ -260,7 +260,7 @@ async fn boot_instead(
     let stderr = vdir.join("qemu.stderr");
     let _ = std::fs::rename(&stderr, vdir.join("qemu.restore-stderr"));
     let _ = std::fs::rename(&boot.console_log, vdir.join("console.restore.log"));
-    let line = shell_line(&crate::infra::qemu::qemu_binary(), &qemu_args(boot));
+    let line = command_line(boot);
     std::fs::write(&start.cmdline_file, format!("{line}\n")).map_err(io_err("writing", &start.cmdline_file))?;
     drop(start.hold.lock().expect("not poisoned").take());
     let notice =

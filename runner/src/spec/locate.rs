@@ -307,6 +307,31 @@ impl Recorder {
     }
 }
 
+impl Recorder {
+    /// A YAML tag (`!!int "256"`, `!!binary …`, `!foo`) on a node at `path` (a value) or
+    /// under the current mapping (a key): suites use none. A tag does not convert what
+    /// it tags (`!!int "256"` stays the text "256" to the loader, `!!binary` stays
+    /// base64 text), so a tagged value would be misread or refused with a puzzling
+    /// message. `!!null` is reported as a null (see [`is_null`]).
+    fn check_tag(&mut self, tag: Option<&Tag>, path: Option<&str>, at: Position) {
+        let Some(t) = tag else { return };
+        let key = path.map(str::to_string).unwrap_or_else(|| self.stack.last().map_or("", |o| &o.path).to_string());
+        self.problems.push(Problem {
+            key,
+            position: at,
+            message: format!(
+                "the value is tagged `{tag}`; suites use no YAML tags: remove `{tag}` and write the value itself (a tag converts nothing: `!!int \"256\"` stays the text \"256\")",
+                // The parser resolves `!!` to YAML's own prefix: show it as written.
+                tag = escape_controls(&format!(
+                    "{}{}",
+                    if t.handle == "tag:yaml.org,2002:" { "!!" } else { &t.handle },
+                    t.suffix
+                )),
+            ),
+        });
+    }
+}
+
 impl MarkedEventReceiver for Recorder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         match ev {
@@ -341,6 +366,9 @@ impl MarkedEventReceiver for Recorder {
                     });
                 }
                 self.check_scalar(&s, value.as_ref().map(|(p, _)| p.as_str()), at);
+                if !null {
+                    self.check_tag(tag.as_ref(), value.as_ref().map(|(p, _)| p.as_str()), at);
+                }
                 if let (Some((path, segments)), true) = (value, null) {
                     let written = if tag.is_some() { "!!null".to_string() } else { s };
                     self.nulls.push(Null { segments, path, position: at, written });
@@ -354,17 +382,19 @@ impl MarkedEventReceiver for Recorder {
                     }
                 }
             }
-            Event::MappingStart(..) => {
+            Event::MappingStart(_, tag) => {
                 // A mapping used as a key is not supported by our schema; record it as "?".
                 let (path, segments) = self.node(mark, None, false).unwrap_or_default();
+                self.check_tag(tag.as_ref(), Some(&path), pos(mark));
                 self.stack.push(Open {
                     path,
                     segments,
                     frame: Frame::Map { key: None, first: true, seen: HashMap::new() },
                 });
             }
-            Event::SequenceStart(..) => {
+            Event::SequenceStart(_, tag) => {
                 let (path, segments) = self.node(mark, None, false).unwrap_or_default();
+                self.check_tag(tag.as_ref(), Some(&path), pos(mark));
                 self.stack.push(Open { path, segments, frame: Frame::Seq { next: 0 } });
             }
             Event::MappingEnd | Event::SequenceEnd => {
@@ -433,7 +463,10 @@ mod tests {
         let paths: Vec<&str> = a.nulls.iter().map(|n| n.path.as_str()).collect();
         assert_eq!(paths, ["a", "b", "c[0]", "d", "e"]);
         assert_eq!(a.nulls[2].segments, [Segment::Key("c".into()), Segment::Index(0)]);
-        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        // `!!str ~` is text, not a null, but suites use no tags: it is refused as one.
+        assert_eq!(a.problems.len(), 1, "{:?}", a.problems);
+        assert_eq!((a.problems[0].key.as_str(), a.problems[0].position), ("g", Position { line: 7, column: 10 }));
+        assert!(a.problems[0].message.starts_with("the value is tagged `!!str`"), "{:?}", a.problems);
 
         let a = Locations::analyse("a: 1\n---\nb: 2\n");
         assert_eq!(a.problems.len(), 1);

@@ -53,6 +53,10 @@ pub struct QemuConfig {
     /// Append to the console log (which then starts with the saved guest's boot log)
     /// instead of truncating it.
     pub console_append: bool,
+    /// The host CPU the QEMU process is bound to (`--pin`, see [`super::pin`]); not a
+    /// QEMU argument: set with `sched_setaffinity` before QEMU starts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned_cpu: Option<usize>,
 }
 
 /// The machine, accelerator and CPU model every VM gets: `-machine q35` with
@@ -152,6 +156,17 @@ pub fn kernel_cmdline(extra: Option<&str>) -> String {
         s.push_str(e);
     }
     s
+}
+
+/// `qemu-cmdline.txt`'s line for `c`: `<qemu_binary()> <qemu_args(c)>`, shell-quoted,
+/// behind `taskset -c N` when the VM is pinned to host CPU N (`--pin`), so that the
+/// line run by hand starts QEMU as the runner did.
+pub fn command_line(c: &QemuConfig) -> String {
+    let line = shell_line(&super::qemu_binary(), &qemu_args(c));
+    match c.pinned_cpu {
+        Some(cpu) => format!("taskset -c {cpu} {line}"),
+        None => line,
+    }
 }
 
 /// Renders an argv as one shell-quoted line, for `qemu-cmdline.txt` (to re-run by hand).

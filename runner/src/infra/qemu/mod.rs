@@ -1,8 +1,10 @@
 //! QEMU: command lines ([`args`]), acceleration choice ([`accel`]), the QMP and guest
-//! agent clients ([`qmp`], [`qga`]) and the [`vm::Vm`] that owns one QEMU process.
+//! agent clients ([`qmp`], [`qga`]), host CPU pinning ([`pin`]) and the [`vm::Vm`] that
+//! owns one QEMU process.
 
 pub mod accel;
 pub mod args;
+pub mod pin;
 pub mod qga;
 pub mod qmp;
 pub mod state;

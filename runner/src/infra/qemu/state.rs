@@ -145,6 +145,7 @@ pub fn state_key(
         shell_socket: placeholder("shell"),
         incoming: None,
         console_append: false,
+        pinned_cpu: None,
         ..config.clone()
     };
     let cpu = match config.accel {
@@ -240,6 +241,7 @@ mod tests {
             shell_socket: p("shell.sock"),
             incoming: None,
             console_append: false,
+            pinned_cpu: None,
         }
     }
 

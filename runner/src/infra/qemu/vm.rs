@@ -180,6 +180,10 @@ impl Vm {
         let mut cmd = std::process::Command::new(super::qemu_binary());
         cmd.args(qemu_args(config)).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        if let Some(cpu) = config.pinned_cpu {
+            // SAFETY: bind_to is one system call (async-signal-safe).
+            unsafe { std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || super::pin::bind_to(cpu)) };
+        }
         ns.enter(&mut cmd);
         let mut cmd = tokio::process::Command::from(cmd);
         cmd.kill_on_drop(true);

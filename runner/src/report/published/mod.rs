@@ -178,6 +178,14 @@ fn environment_section(a: &Analysis, env: Option<&Environment>, _vms: &[PlanVm])
     }
     let accel = rec.accel.map_or("-".to_string(), |x| format!("{x:?}").to_lowercase());
     f.push(("accel".into(), accel));
+    if rec.vms.iter().any(|v| v.pinned_cpu.is_some()) {
+        let each: Vec<String> = rec
+            .vms
+            .iter()
+            .map(|v| format!("{} {}", v.name, v.pinned_cpu.map_or("unpinned".to_string(), |c| format!("CPU {c}"))))
+            .collect();
+        f.push(("QEMU pinned (--pin)".into(), each.join(", ")));
+    }
     if let Some(e) = env {
         f.push(("vmrepro".into(), format!("{} (built from git commit {})", e.vmrepro.version, e.vmrepro.git_commit)));
         let path = e.suite.relative_path.clone().unwrap_or_else(|| rec.suite_file.clone());
@@ -409,12 +417,16 @@ fn reproduce_section(a: &Analysis, env: Option<&Environment>, _vms: &[PlanVm]) -
     s.push(Block::Para(format!(
         "With vmrepro at git commit {commit} (a checkout of that commit; Debian 12 host, QEMU from bookworm-backports, see the README):"
     )));
-    s.push(Block::Table(format!(".ci/install-deps\ncargo build --release\ntarget/release/vmrepro run {suite_path}\n")));
+    // A pinned run is reproduced pinned: its times are only comparable so.
+    let pin = if rec.vms.iter().any(|v| v.pinned_cpu.is_some()) { " --pin" } else { "" };
+    s.push(Block::Table(format!(
+        ".ci/install-deps\ncargo build --release\ntarget/release/vmrepro run{pin} {suite_path}\n"
+    )));
     s.push(Block::Para(
         "From the bundle attached to this report (the suite and every file it uses, the pinned image entries, the raw outputs; replay checks the packages' SHA-256, re-runs the suite and prints then against now per VM):"
             .into(),
     ));
-    s.push(Block::Table(format!("vmrepro replay {bundle}\nnix run .#reproduce -- {bundle}\n")));
+    s.push(Block::Table(format!("vmrepro replay{pin} {bundle}\nnix run .#reproduce --{pin} {bundle}\n")));
     s
 }
 

@@ -186,16 +186,17 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
 }
 
 /// What a mount asks of the server: the NFS version (`"3"`, `"4"`, `"4.1"`, …) and
-/// whether it goes over UDP, from `vers=`/`nfsvers=`/`v3`/`minorversion=` and
-/// `proto=`/`udp`/`tcp` (the last of each wins, as in mount.nfs); `None`: not given.
-fn asks(options: &str) -> (Option<String>, Option<bool>) {
-    let (mut vers, mut minor, mut udp) = (None, None, None);
+/// the transport (`"tcp"`, `"udp"`, or what else `proto=` names: `"rdma"`, `"tcp6"`,
+/// …), from `vers=`/`nfsvers=`/`v3`/`minorversion=` and `proto=`/`udp`/`tcp`/`rdma`
+/// (the last of each wins, as in mount.nfs); `None`: not given.
+fn asks(options: &str) -> (Option<String>, Option<String>) {
+    let (mut vers, mut minor, mut proto) = (None, None, None);
     for o in options.split(',') {
         match o.split_once('=') {
             Some(("vers" | "nfsvers", v)) => vers = Some(v.to_string()),
             Some(("minorversion", m)) => minor = Some(m.to_string()),
-            Some(("proto", p)) => udp = Some(p.starts_with("udp")),
-            None if o == "udp" || o == "tcp" => udp = Some(o == "udp"),
+            Some(("proto", p)) => proto = Some(p.to_string()),
+            None if matches!(o, "udp" | "tcp" | "rdma") => proto = Some(o.to_string()),
             None if matches!(o, "v2" | "v3" | "v4" | "v4.0" | "v4.1" | "v4.2") => vers = Some(o[1..].to_string()),
             _ => {}
         }
@@ -204,7 +205,7 @@ fn asks(options: &str) -> (Option<String>, Option<bool>) {
         (Some(v), Some(m)) if v == "4" => Some(format!("4.{m}")),
         (v, _) => v,
     };
-    (vers, udp)
+    (vers, proto)
 }
 
 /// Every client's mount must ask for a version and transport the server's profile
@@ -230,7 +231,8 @@ fn served(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catal
         if !options.chars().all(|c| c.is_ascii_alphanumeric() || ",=._-".contains(c)) {
             return; // not an option list: reported as such
         }
-        let (vers, over_udp) = asks(options);
+        let (vers, proto) = asks(options);
+        let over_udp = proto.as_deref().map(|p| p == "udp");
         let message = match (&vers, over_udp) {
             (Some(v), Some(true)) if v.starts_with('4') => {
                 format!("mount options {options:?} ask for NFSv{v} over UDP; NFSv4 runs over TCP only")
@@ -260,8 +262,12 @@ fn served(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catal
     }
 }
 
+/// The transports a client can mount the server with (`proto=`): it is reached at
+/// its IPv4 address on the bridge, so not `tcp6`/`udp6`, and a virtio NIC has no RDMA.
+const TRANSPORTS: &[&str] = &["tcp", "udp"];
+
 /// `mount -o` options go unquoted into the mount command, so they are one word of a
-/// strict alphabet.
+/// strict alphabet, and name a transport the bridge carries ([`TRANSPORTS`]).
 fn mount_options(errs: &mut Vec<ValidationError>, key: &str, o: &str) {
     let message = if o.is_empty() || !o.chars().all(|c| c.is_ascii_alphanumeric() || ",=._-".contains(c)) {
         format!(
@@ -271,6 +277,11 @@ fn mount_options(errs: &mut Vec<ValidationError>, key: &str, o: &str) {
         )
     } else if o.len() > guest::MAX_MOUNT_OPTIONS_BYTES {
         format!("the mount options are {} bytes; at most {}", o.len(), guest::MAX_MOUNT_OPTIONS_BYTES)
+    } else if let Some(p) = asks(o).1.filter(|p| !TRANSPORTS.contains(&p.as_str())) {
+        format!(
+            "mount options {o:?} ask for transport {p:?}; the server is mounted at its IPv4 address on the bridge (virtio-net, no RDMA), over {}; use proto=tcp or proto=udp",
+            TRANSPORTS.join(" or ")
+        )
     } else {
         return;
     };
