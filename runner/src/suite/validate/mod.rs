@@ -474,13 +474,16 @@ fn located(
     if errs.is_empty() {
         return Ok(());
     }
-    // Only the problems shown are located (locating one reads the text up to its line).
-    let shown = errs.iter().take(crate::spec::load::MAX_PROBLEMS + 1);
-    let problems = shown
-        .map(|e| {
-            let key = map.map_or_else(|| e.key().to_string(), |m| m.remap(e.key()));
-            file.error_at(&key, e.to_string())
-        })
+    // A problem of a VM with variants is found once per variant, at the same place of
+    // the file with the same words: it is shown once.
+    let mut seen = std::collections::HashSet::new();
+    let unique: Vec<(String, String)> = errs
+        .iter()
+        .map(|e| (map.map_or_else(|| e.key().to_string(), |m| m.remap(e.key())), e.to_string()))
+        .filter(|p| seen.insert(p.clone()))
         .collect();
-    Err(SpecError::Invalid(crate::spec::load::capped(problems, errs.len())))
+    // Only the problems shown are located (locating one reads the text up to its line).
+    let shown = unique.iter().take(crate::spec::load::MAX_PROBLEMS + 1);
+    let problems = shown.map(|(key, message)| file.error_at(key, message.clone())).collect();
+    Err(SpecError::Invalid(crate::spec::load::capped(problems, unique.len())))
 }
