@@ -438,10 +438,8 @@ fn package_problem(p: &str, suites: &[String]) -> Option<String> {
 /// name files that travel with it. Symbolic links are followed (`..` folded by hand for a
 /// path that does not exist).
 fn outside_suite_folder(file: &SuiteFile, src: &std::path::Path) -> Option<String> {
-    let folder = std::fs::canonicalize(&file.dir).unwrap_or_else(|_| super::kernel::lexically_normal(&file.dir));
-    let given = if src.is_absolute() { src.to_path_buf() } else { file.dir.join(src) };
-    let given = std::path::absolute(&given).unwrap_or(given);
-    let real = std::fs::canonicalize(&given).unwrap_or_else(|_| super::kernel::lexically_normal(&given));
+    let folder = super::kernel::real_dir(&file.dir);
+    let (_, real) = super::kernel::real_path(file, src);
     (!real.starts_with(&folder)).then(|| {
         format!(
             "{} is outside the suite's folder {}; a file copied into a guest must be inside it (what a guest sees can end up in published results)",

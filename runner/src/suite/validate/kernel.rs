@@ -41,7 +41,7 @@ pub(super) fn check_kernel(
             let mut seen: Vec<(PathBuf, usize)> = Vec::new();
             for (i, f) in files.iter().enumerate() {
                 let key = format!("{k}.source.{field}[{i}]");
-                let real = std::fs::canonicalize(file.resolve(f)).unwrap_or_else(|_| file.resolve(f));
+                let (_, real) = real_path(file, f);
                 if let Some(message) = host_path_problem(file, f, want)
                     .or_else(|| build_input_problem(file, &catalog.dir, &real, field == "patches"))
                 {
@@ -164,8 +164,7 @@ pub const MAX_PATCH_BYTES: u64 = 16 * 1024 * 1024;
 /// fragment holds only `CONFIG_…=…` lines, `# CONFIG_… is not set`, comments and blank
 /// lines; a patch holds a unified diff (`--- ` and `+++ ` lines).
 fn build_input_problem(file: &SuiteFile, images: &Path, real: &Path, patch: bool) -> Option<String> {
-    let roots: Vec<PathBuf> =
-        [file.dir.as_path(), images].iter().filter_map(|d| std::fs::canonicalize(d).ok()).collect();
+    let roots = [real_dir(&file.dir), real_dir(images)];
     if !roots.iter().any(|r| real.starts_with(r)) {
         return Some(format!(
             "{} is outside the suite's folder and the images folder ({}); a kernel build only takes fragments and patches that travel with the suite",
@@ -218,6 +217,23 @@ pub(super) enum Want {
     Dir(&'static str),
 }
 
+/// Where host path `p` of a suite really is: `(given, real)`, `given` taken from the
+/// suite's folder when relative and made absolute, `real` with symbolic links resolved
+/// when it exists, otherwise with `..` folded by hand (nothing is read from a path that
+/// doesn't exist). What every "must lie inside folder X" rule compares.
+pub(super) fn real_path(file: &SuiteFile, p: &Path) -> (PathBuf, PathBuf) {
+    let given = if p.is_absolute() { p.to_path_buf() } else { file.dir.join(p) };
+    let given = std::path::absolute(&given).unwrap_or(given);
+    let real = std::fs::canonicalize(&given).unwrap_or_else(|_| lexically_normal(&given));
+    (given, real)
+}
+
+/// A folder resolved as [`real_path`] resolves a path: a root to compare real paths with.
+pub(super) fn real_dir(d: &Path) -> PathBuf {
+    let d = std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf());
+    std::fs::canonicalize(&d).unwrap_or_else(|_| lexically_normal(&d))
+}
+
 /// Why the host path `p` (from the suite) can't be used as `want`, or `None`. Says what
 /// the path is and what it should be; with [`SuiteFile::confine_to`] set, also refuses
 /// a path that resolves (symbolic links followed) outside that folder.
@@ -226,11 +242,7 @@ pub(super) fn host_path_problem(file: &SuiteFile, p: &Path, want: Want) -> Optio
     let shown = full.display();
     let relative = if p.is_relative() { " (relative paths start at the suite's folder)" } else { "" };
     if let Some(root) = file.confine_to() {
-        // Symbolic links resolved when the path exists; otherwise `..` is folded by
-        // hand (nothing is read from a path that doesn't exist).
-        let given = if p.is_absolute() { p.to_path_buf() } else { file.dir.join(p) };
-        let given = std::path::absolute(&given).unwrap_or(given);
-        let real = std::fs::canonicalize(&given).unwrap_or_else(|_| lexically_normal(&given));
+        let (given, real) = real_path(file, p);
         if !real.starts_with(root) {
             let via = if real != lexically_normal(&given) {
                 format!(" (a symbolic link to {})", real.display())
