@@ -315,7 +315,7 @@ async fn dispatch(cli: Cli) -> i32 {
                 match load_or_exit(&s, cli.images.as_deref()) {
                     Ok((p, _)) => {
                         let steps: usize = p.vms.iter().map(|v| v.steps.len()).sum();
-                        println!("ok: {} (suite {}, {} VMs, {steps} steps)", s.display(), p.suite, p.vms.len());
+                        outln!("ok: {} (suite {}, {} VMs, {steps} steps)", s.display(), p.suite, p.vms.len());
                     }
                     Err(c) => code = c,
                 }
@@ -350,12 +350,12 @@ async fn dispatch(cli: Cli) -> i32 {
             };
             match analyse_dir(&outcome.dir) {
                 Ok(a) => {
-                    print!("{}", render(&a));
+                    out!("{}", render(&a));
                     publish_reports(&a, junit.as_deref());
                     exit_code(a.record.status, a.results.problems().len())
                 }
                 Err(e) => {
-                    print!("{}", crate::report::summary(&outcome.record));
+                    out!("{}", crate::report::summary(&outcome.record));
                     eprintln!("error: analysing {}: {e}", outcome.dir.display());
                     write_junit(junit.as_deref(), &crate::report::junit::junit(&outcome.record, None));
                     exit_code(outcome.record.status, 1)
@@ -367,7 +367,7 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Doctor => interactive::doctor(),
         Command::Report { run_dir } => match crate::report::published::write(&run_dir) {
             Ok(w) => {
-                println!("{}\n{}", w.markdown.display(), w.html.display());
+                outln!("{}\n{}", w.markdown.display(), w.html.display());
                 exit::SUCCESS
             }
             Err(e) => {
@@ -384,7 +384,7 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Compare { run_a, run_b } => compare(&run_a, &run_b),
         Command::Plan { suite } => match load_or_exit(&suite, cli.images.as_deref()) {
             Ok((plan, _)) => {
-                println!("{}", serde_json::to_string_pretty(&plan).expect("a plan serializes"));
+                outln!("{}", serde_json::to_string_pretty(&plan).expect("a plan serializes"));
                 exit::SUCCESS
             }
             Err(c) => c,
@@ -392,7 +392,7 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Analyse { run_dir, snapshot } => match analyse_dir(&run_dir) {
             Ok(a) if snapshot => match crate::report::snapshot::normalise(&a) {
                 Ok(n) => {
-                    print!("{}", serde_yaml::to_string(&n).expect("a snapshot serializes"));
+                    out!("{}", serde_yaml::to_string(&n).expect("a snapshot serializes"));
                     exit::SUCCESS
                 }
                 Err(e) => {
@@ -401,7 +401,7 @@ async fn dispatch(cli: Cli) -> i32 {
                 }
             },
             Ok(a) => {
-                print!("{}", render(&a));
+                out!("{}", render(&a));
                 exit_code(a.record.status, a.results.problems().len())
             }
             Err(e) => {
@@ -432,7 +432,7 @@ async fn dispatch(cli: Cli) -> i32 {
 /// write them is printed, not fatal.
 fn publish_reports(a: &Analysis, junit: Option<&Path>) {
     match crate::report::published::write_analysed(a) {
-        Ok(w) => println!("report: {}", w.markdown.display()),
+        Ok(w) => outln!("report: {}", w.markdown.display()),
         Err(e) => eprintln!("warning: writing the reports: {e}"),
     }
     write_junit(junit, &crate::report::junit::junit(&a.record, Some(&a.results)));
@@ -441,7 +441,7 @@ fn publish_reports(a: &Analysis, junit: Option<&Path>) {
 fn write_junit(path: Option<&Path>, xml: &str) {
     if let Some(p) = path {
         match std::fs::write(p, xml) {
-            Ok(()) => println!("junit: {}", p.display()),
+            Ok(()) => outln!("junit: {}", p.display()),
             Err(e) => eprintln!("warning: writing {}: {e}", p.display()),
         }
     }
@@ -459,7 +459,7 @@ fn bundle(run_dir: &Path, output: Option<PathBuf>, with_images: bool, images: Op
     let opts = BundleOptions { with_images, cache, identity: crate::publish::redact::Identity::current(), images };
     match bundle(run_dir, &out, &opts) {
         Ok(s) => {
-            println!(
+            outln!(
                 "bundle: {} ({}, {} files, {} unpacked{})",
                 s.path.display(),
                 human_bytes(s.bytes),
@@ -468,10 +468,10 @@ fn bundle(run_dir: &Path, output: Option<PathBuf>, with_images: bool, images: Op
                 if s.info.with_images { ", with the kernels" } else { "" }
             );
             for l in &s.info.cut_logs {
-                println!("  cut: {l} (over {} KiB)", crate::publish::bundle::MAX_LOG_BYTES / 1024);
+                outln!("  cut: {l} (over {} KiB)", crate::publish::bundle::MAX_LOG_BYTES / 1024);
             }
             for n in &s.info.notes {
-                println!("  note: {n}");
+                outln!("  note: {n}");
             }
             exit::SUCCESS
         }
@@ -518,7 +518,7 @@ async fn replay(
             }
         }
     };
-    println!(
+    outln!(
         "bundle: {} (suite {}, made by vmrepro {} {})",
         bundle.display(),
         prepared.bundle.info.suite,
@@ -526,7 +526,7 @@ async fn replay(
         prepared.bundle.info.created_by.git_commit
     );
     for c in &prepared.checks {
-        println!("verified: {c}");
+        outln!("verified: {c}");
     }
     let opts = ReplayOptions { results_root: results, cache, events: progress_sink(), fresh_boot, pin };
     let r = match prepared.run(&opts, interrupted()).await {
@@ -538,17 +538,17 @@ async fn replay(
     };
     match &r.now {
         Some(a) => {
-            print!("{}", render(a));
-            println!("report: {}", a.dir.join(crate::report::published::REPORT_MD).display());
+            out!("{}", render(a));
+            outln!("report: {}", a.dir.join(crate::report::published::REPORT_MD).display());
             write_junit(junit, &crate::report::junit::junit(&a.record, Some(&a.results)));
         }
         None => {
-            print!("{}", crate::report::summary(&r.outcome.record));
+            out!("{}", crate::report::summary(&r.outcome.record));
             write_junit(junit, &crate::report::junit::junit(&r.outcome.record, None));
         }
     }
     for n in &r.notes {
-        println!("note: {n}");
+        outln!("note: {n}");
     }
     match r.outcome.record.status {
         RunStatus::InfrastructureError | RunStatus::Running => return exit::INFRASTRUCTURE,
@@ -557,8 +557,8 @@ async fn replay(
     }
     match &r.diff {
         Some(d) => {
-            println!("\nthen (the bundle) against now ({}):", r.outcome.dir.display());
-            print!("{}", d.text);
+            outln!("\nthen (the bundle) against now ({}):", r.outcome.dir.display());
+            out!("{}", d.text);
             if d.agrees() && r.outcome.record.status == RunStatus::Passed {
                 exit::SUCCESS
             } else {
@@ -579,12 +579,12 @@ fn compare(a: &Path, b: &Path) -> i32 {
             return exit::CONFIG_ERROR;
         }
     };
-    println!("A: {}\nB: {}", a.display(), b.display());
+    outln!("A: {}\nB: {}", a.display(), b.display());
     let (d, notes) = compare(&ra, &rb);
     for n in &notes {
-        println!("note: {n}");
+        outln!("note: {n}");
     }
-    print!("{}", d.text);
+    out!("{}", d.text);
     if d.agrees() {
         exit::SUCCESS
     } else {

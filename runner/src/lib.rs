@@ -23,6 +23,25 @@
 //!
 //! The `vmrepro` binary is a thin shell around [`cli`]; [`exit`] holds its exit codes.
 
+/// `print!` to stdout that never panics. `println!` panics when stdout is closed
+/// (`vmrepro run SUITE | head -3` once `head` has exited: EPIPE, since Rust ignores
+/// SIGPIPE), which would turn a run's exit status into 101; a lost line of output is
+/// not worth that, so the error is dropped and the command ends with its own status.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// [`out!`] with a newline, for `println!`.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod bench;
 pub mod cli;
 pub mod events;

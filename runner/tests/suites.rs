@@ -32,8 +32,12 @@ fn run_suite(path: &Path) -> datatest_stable::Result<()> {
         }),
         run_dir: None,
         fresh_boot: false,
-        // As `vmrepro run --pin` when VMREPRO_PIN is set to a true value (as clap reads it).
-        pin: std::env::var("VMREPRO_PIN").is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false" | "no" | "off")),
+        // As `vmrepro run --pin` when VMREPRO_PIN is set, read as the CLI reads it
+        // (clap's FalseyValueParser: empty, n, no, f, false, off, 0, any case, are off).
+        pin: std::env::var("VMREPRO_PIN").is_ok_and(|v| {
+            let v = v.to_ascii_lowercase();
+            !matches!(v.as_str(), "" | "n" | "no" | "f" | "false" | "off" | "0")
+        }),
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let outcome = rt.block_on(vmrepro::run::run(&plan, &opts, std::future::pending()))?;

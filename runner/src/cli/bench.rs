@@ -51,9 +51,9 @@ pub(super) async fn bench(args: BenchArgs, images: Option<&Path>, cache: Cache) 
     match result {
         Ok(r) => {
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&r).expect("a report serializes"));
+                outln!("{}", serde_json::to_string_pretty(&r).expect("a report serializes"));
             } else {
-                print!("{}", crate::bench::report::markdown(&r));
+                out!("{}", crate::bench::report::markdown(&r));
             }
             if r.errors.is_empty() {
                 exit::SUCCESS

@@ -64,15 +64,15 @@ pub(super) fn list(images: Option<&Path>, cache: &Cache, folders: &[PathBuf]) ->
         Ok(c) => c,
         Err(code) => return code,
     };
-    println!("recipes in {}:", catalog.dir.display());
+    outln!("recipes in {}:", catalog.dir.display());
     for k in &catalog.kernels {
-        println!("  kernel debian {:<5} {:<12} {} {}", k.series, k.flavour, k.package, k.version);
+        outln!("  kernel debian {:<5} {:<12} {} {}", k.series, k.flavour, k.package, k.version);
     }
     for r in catalog.rootfs.keys() {
-        println!("  rootfs {r}");
+        outln!("  rootfs {r}");
     }
     for p in catalog.profiles.keys() {
-        println!("  profile {p}");
+        outln!("  profile {p}");
     }
     let dirs = match suite_dirs(folders, &catalog) {
         Ok(d) => d,
@@ -83,7 +83,7 @@ pub(super) fn list(images: Option<&Path>, cache: &Cache, folders: &[PathBuf]) ->
         Err(code) => return code,
     };
     let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-    println!(
+    outln!(
         "cache {} (users: {} suite file(s) in {}):",
         cache.root().display(),
         usage.suite_files.len(),
@@ -94,7 +94,7 @@ pub(super) fn list(images: Option<&Path>, cache: &Cache, folders: &[PathBuf]) ->
     for e in &entries {
         total += e.disk_bytes;
         let busy = if gc::is_busy(cache, &e.id) { "  [held by a running suite or build]" } else { "" };
-        println!(
+        outln!(
             "  {:<6} {:<16}  {:>9}  {:>4}  {}{busy}",
             e.id.0,
             &e.id.1[..16.min(e.id.1.len())],
@@ -102,18 +102,18 @@ pub(super) fn list(images: Option<&Path>, cache: &Cache, folders: &[PathBuf]) ->
             gc::short_age(e.age),
             e.what
         );
-        println!("  {:<6} {:<16}  used by {}", "", "", users(&usage, &e.id));
+        outln!("  {:<6} {:<16}  used by {}", "", "", users(&usage, &e.id));
     }
     let ccache = cache.root().join("ccache");
     if ccache.is_dir() {
         let b = gc::disk_usage(&ccache);
         total += b;
-        println!(
+        outln!(
             "  ccache (compiler cache of source-built kernels, capped at 5 GB; `gc` leaves it): {}",
             gc::megabytes(b)
         );
     }
-    println!("  total {} in {} entries", gc::megabytes(total), entries.len());
+    outln!("  total {} in {} entries", gc::megabytes(total), entries.len());
     for p in &usage.problems {
         eprintln!("warning: {p}");
     }
@@ -160,11 +160,11 @@ pub(super) fn gc(images: Option<&Path>, cache: &Cache, folders: &[PathBuf], poli
         match &i.outcome {
             Outcome::Removed => {
                 freed += i.entry.disk_bytes;
-                println!("{verb} {id} ({}, {}): {why}", i.entry.what, gc::megabytes(i.entry.disk_bytes));
+                outln!("{verb} {id} ({}, {}): {why}", i.entry.what, gc::megabytes(i.entry.disk_bytes));
             }
             Outcome::Busy => {
                 busy += 1;
-                println!("kept {id} ({}): {why}, but a running suite holds it (or it is being built)", i.entry.what);
+                outln!("kept {id} ({}): {why}, but a running suite holds it (or it is being built)", i.entry.what);
             }
             Outcome::Failed(e) => {
                 failed += 1;
@@ -172,7 +172,7 @@ pub(super) fn gc(images: Option<&Path>, cache: &Cache, folders: &[PathBuf], poli
             }
         }
     }
-    println!(
+    outln!(
         "{}: {verb} {}, {busy} held and kept{}",
         if policy.dry_run { "dry run" } else { "done" },
         gc::megabytes(freed),
@@ -230,14 +230,14 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
     for r in &reports {
         let gone = if r.present { "" } else { " [the pinned file is no longer in the archive]" };
         match &r.decision {
-            Decision::Unchanged => println!("{}: {}: unchanged", r.pin, show(&r.old)),
+            Decision::Unchanged => outln!("{}: {}: unchanged", r.pin, show(&r.old)),
             Decision::Repin(new) => {
-                println!("{}: {} → {}{gone}", r.pin, show(&r.old), show(new));
+                outln!("{}: {} → {}{gone}", r.pin, show(&r.old), show(new));
                 changes.push((r.pin.clone(), new.clone()));
             }
             Decision::NotFound => {
                 missing += 1;
-                println!(
+                outln!(
                     "{}: {}: nothing of its kind in {}; left as is{gone}",
                     r.pin,
                     show(&r.old),
@@ -247,9 +247,9 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
         }
     }
     if changes.is_empty() {
-        println!("{} is up to date", manifest.display());
+        outln!("{} is up to date", manifest.display());
     } else if dry_run {
-        println!("dry run: {} not written", manifest.display());
+        outln!("dry run: {} not written", manifest.display());
     } else {
         let text = match std::fs::read_to_string(&manifest) {
             Ok(t) => t,
@@ -271,8 +271,8 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
             eprintln!("error: writing {}: {e}", manifest.display());
             return exit::INFRASTRUCTURE;
         }
-        println!("wrote {} ({} pin(s) changed, pinned_on: {today})", manifest.display(), changes.len());
-        println!(
+        outln!("wrote {} ({} pin(s) changed, pinned_on: {today})", manifest.display(), changes.len());
+        outln!(
             "next: `cargo test` shows the suites whose snapshots change with these kernels; review them with `cargo insta review`"
         );
     }

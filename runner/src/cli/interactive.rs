@@ -123,11 +123,11 @@ pub(super) async fn shell(run_dir: &Path, vm: &str) -> i32 {
 pub(super) async fn stop(run_dir: &Path) -> i32 {
     match attach::stop(run_dir, STOP_LIMIT).await {
         Ok(StopOutcome::Stopped(status)) => {
-            println!("stopped run {}: {status} (VMs shut down, nothing left running)", run_dir.display());
+            outln!("stopped run {}: {status} (VMs shut down, nothing left running)", run_dir.display());
             exit::SUCCESS
         }
         Ok(StopOutcome::NotRunning(why)) => {
-            println!("nothing to stop: {why}");
+            outln!("nothing to stop: {why}");
             exit::SUCCESS
         }
         Err(e) => attach_error(&e),
@@ -137,25 +137,25 @@ pub(super) async fn stop(run_dir: &Path) -> i32 {
 /// `vmrepro doctor`.
 pub(super) fn doctor() -> i32 {
     let who = if crate::infra::host::is_root() { "root".to_string() } else { crate::infra::host::user_name() };
-    println!("vmrepro doctor: what this host allows {who}");
+    outln!("vmrepro doctor: what this host allows {who}");
     let mut missing = 0;
     for c in crate::infra::host::doctor() {
         match &c.result {
-            Ok(detail) => println!("  ok       {:<20} {detail}", c.what),
+            Ok(detail) => outln!("  ok       {:<20} {detail}", c.what),
             Err(m) => {
                 if !c.optional {
                     missing += 1;
                 }
-                println!("  {:<8} {:<20} {}", if c.optional { "optional" } else { "MISSING" }, c.what, m.problem);
-                println!("  {:<8} {:<20} fix: {}", "", "", m.fix);
+                outln!("  {:<8} {:<20} {}", if c.optional { "optional" } else { "MISSING" }, c.what, m.problem);
+                outln!("  {:<8} {:<20} fix: {}", "", "", m.fix);
             }
         }
     }
     if missing == 0 {
-        println!("everything a run needs is there");
+        outln!("everything a run needs is there");
         exit::SUCCESS
     } else {
-        println!("{missing} prerequisite(s) missing: runs will fail until they are fixed (README: \"Running as an ordinary user\")");
+        outln!("{missing} prerequisite(s) missing: runs will fail until they are fixed (README: \"Running as an ordinary user\")");
         exit::INFRASTRUCTURE
     }
 }

@@ -184,12 +184,10 @@ fn pos(mark: Marker) -> Position {
 }
 
 /// Whether a scalar is YAML's null (core schema): plain `~`, `null`, `Null`, `NULL`
-/// or nothing, without a tag; or anything tagged `!!null`.
+/// or nothing, without a tag. A tagged scalar, `!!null` included, is reported as a tag
+/// ([`Recorder::check_tag`]), never as a null.
 fn is_null(value: &str, style: TScalarStyle, tag: Option<&Tag>) -> bool {
-    match tag {
-        Some(t) => t.suffix == "null",
-        None => style == TScalarStyle::Plain && matches!(value, "" | "~" | "null" | "Null" | "NULL"),
-    }
+    tag.is_none() && style == TScalarStyle::Plain && matches!(value, "" | "~" | "null" | "Null" | "NULL")
 }
 
 impl Recorder {
@@ -308,25 +306,32 @@ impl Recorder {
 }
 
 impl Recorder {
-    /// A YAML tag (`!!int "256"`, `!!binary …`, `!foo`) on a node at `path` (a value) or
-    /// under the current mapping (a key): suites use none. A tag does not convert what
-    /// it tags (`!!int "256"` stays the text "256" to the loader, `!!binary` stays
-    /// base64 text), so a tagged value would be misread or refused with a puzzling
-    /// message. `!!null` is reported as a null (see [`is_null`]).
+    /// A YAML tag (`!!int "256"`, `!!binary …`, `!!null`, `!foo`) on a node at `path` (a
+    /// value) or on a key of the current mapping (`path` `None`): suites use none. A tag
+    /// does not convert what it tags (`!!int "256"` stays the text "256" to the loader,
+    /// `!!binary` stays base64 text, `!!null 512` is not a null), so a tagged value
+    /// would be misread or refused with a puzzling message.
     fn check_tag(&mut self, tag: Option<&Tag>, path: Option<&str>, at: Position) {
         let Some(t) = tag else { return };
-        let key = path.map(str::to_string).unwrap_or_else(|| self.stack.last().map_or("", |o| &o.path).to_string());
+        // The parser resolves `!!` to YAML's own prefix: show it as written.
+        let core = t.handle == "tag:yaml.org,2002:";
+        let tag = escape_controls(&format!("{}{}", if core { "!!" } else { &t.handle }, t.suffix));
+        let (key, what) = match path {
+            Some(p) => (p.to_string(), "value"),
+            None => (self.stack.last().map_or("", |o| &o.path).to_string(), "key"),
+        };
+        let why = match t.suffix.as_str() {
+            _ if !core => String::new(),
+            "int" | "float" | "bool" | "str" | "null" => {
+                " (a tag converts nothing: `!!int \"256\"` stays the text \"256\")".to_string()
+            }
+            _ => String::new(),
+        };
         self.problems.push(Problem {
             key,
             position: at,
             message: format!(
-                "the value is tagged `{tag}`; suites use no YAML tags: remove `{tag}` and write the value itself (a tag converts nothing: `!!int \"256\"` stays the text \"256\")",
-                // The parser resolves `!!` to YAML's own prefix: show it as written.
-                tag = escape_controls(&format!(
-                    "{}{}",
-                    if t.handle == "tag:yaml.org,2002:" { "!!" } else { &t.handle },
-                    t.suffix
-                )),
+                "the {what} is tagged `{tag}`; suites use no YAML tags: remove `{tag}` and write the {what} itself{why}"
             ),
         });
     }
@@ -366,12 +371,9 @@ impl MarkedEventReceiver for Recorder {
                     });
                 }
                 self.check_scalar(&s, value.as_ref().map(|(p, _)| p.as_str()), at);
-                if !null {
-                    self.check_tag(tag.as_ref(), value.as_ref().map(|(p, _)| p.as_str()), at);
-                }
+                self.check_tag(tag.as_ref(), value.as_ref().map(|(p, _)| p.as_str()), at);
                 if let (Some((path, segments)), true) = (value, null) {
-                    let written = if tag.is_some() { "!!null".to_string() } else { s };
-                    self.nulls.push(Null { segments, path, position: at, written });
+                    self.nulls.push(Null { segments, path, position: at, written: s });
                 }
             }
             Event::Alias(anchor) => {
