@@ -260,9 +260,9 @@ enum ImagesCommand {
 pub fn main() -> i32 {
     let cli = Cli::parse();
     if matches!(cli.command, Command::Check { .. } | Command::Plan { .. }) {
-        // These only print: a closed pipe (`vmrepro check … | head`) ends them quietly,
-        // as it does `cat`, instead of a panic in `println!` (exit 101). Not for the
-        // commands that talk to QEMU over sockets, where EPIPE must stay an error.
+        // These only print: a closed pipe (`vmrepro check … | head`) ends them at once,
+        // as it does `cat` (the others go on and drop the output, see `out!`). Not for
+        // the commands that talk to QEMU over sockets, where EPIPE must stay an error.
         let _ = unsafe {
             nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl)
         };
@@ -279,7 +279,7 @@ pub fn main() -> i32 {
 /// [`exit::CONFIG_ERROR`] when it can't.
 fn load_or_exit(path: &Path, images: Option<&Path>) -> Result<(crate::plan::Plan, Catalog), i32> {
     crate::suite::load(path, images).map_err(|e| {
-        eprintln!("{e}");
+        errln!("{e}");
         exit::CONFIG_ERROR
     })
 }
@@ -344,7 +344,7 @@ async fn dispatch(cli: Cli) -> i32 {
             let outcome = match crate::run::run_with(&plan, &opts, interrupted(), keep).await {
                 Ok(o) => o,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    errln!("error: {e}");
                     return exit::INFRASTRUCTURE;
                 }
             };
@@ -356,7 +356,7 @@ async fn dispatch(cli: Cli) -> i32 {
                 }
                 Err(e) => {
                     out!("{}", crate::report::summary(&outcome.record));
-                    eprintln!("error: analysing {}: {e}", outcome.dir.display());
+                    errln!("error: analysing {}: {e}", outcome.dir.display());
                     write_junit(junit.as_deref(), &crate::report::junit::junit(&outcome.record, None));
                     exit_code(outcome.record.status, 1)
                 }
@@ -371,7 +371,7 @@ async fn dispatch(cli: Cli) -> i32 {
                 exit::SUCCESS
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 exit::CONFIG_ERROR
             }
         },
@@ -396,7 +396,7 @@ async fn dispatch(cli: Cli) -> i32 {
                     exit::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    errln!("error: {e}");
                     exit::CONFIG_ERROR
                 }
             },
@@ -405,7 +405,7 @@ async fn dispatch(cli: Cli) -> i32 {
                 exit_code(a.record.status, a.results.problems().len())
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 exit::CONFIG_ERROR
             }
         },
@@ -433,7 +433,7 @@ async fn dispatch(cli: Cli) -> i32 {
 fn publish_reports(a: &Analysis, junit: Option<&Path>) {
     match crate::report::published::write_analysed(a) {
         Ok(w) => outln!("report: {}", w.markdown.display()),
-        Err(e) => eprintln!("warning: writing the reports: {e}"),
+        Err(e) => errln!("warning: writing the reports: {e}"),
     }
     write_junit(junit, &crate::report::junit::junit(&a.record, Some(&a.results)));
 }
@@ -442,7 +442,7 @@ fn write_junit(path: Option<&Path>, xml: &str) {
     if let Some(p) = path {
         match std::fs::write(p, xml) {
             Ok(()) => outln!("junit: {}", p.display()),
-            Err(e) => eprintln!("warning: writing {}: {e}", p.display()),
+            Err(e) => errln!("warning: writing {}: {e}", p.display()),
         }
     }
 }
@@ -476,11 +476,11 @@ fn bundle(run_dir: &Path, output: Option<PathBuf>, with_images: bool, images: Op
             exit::SUCCESS
         }
         Err(e @ (BundleError::Image(_) | BundleError::Io { .. })) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             exit::INFRASTRUCTURE
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             exit::CONFIG_ERROR
         }
     }
@@ -510,7 +510,7 @@ async fn replay(
         match tokio::task::spawn_blocking(move || prepare(&b, &c)).await.expect("prepare task") {
             Ok(p) => p,
             Err(e) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 return match e {
                     ReplayError::Bundle(_) | ReplayError::Suite(_) => exit::CONFIG_ERROR,
                     _ => exit::INFRASTRUCTURE,
@@ -532,7 +532,7 @@ async fn replay(
     let r = match prepared.run(&opts, interrupted()).await {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return exit::INFRASTRUCTURE;
         }
     };
@@ -575,7 +575,7 @@ fn compare(a: &Path, b: &Path) -> i32 {
     let (ra, rb) = match (open(a), open(b)) {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return exit::CONFIG_ERROR;
         }
     };
@@ -618,14 +618,14 @@ async fn build_images(suites: &[PathBuf], images: Option<&Path>, cache: &Cache, 
                 c
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 return exit::CONFIG_ERROR;
             }
         },
     };
     let resolved = resolve_all(&kernels, &rootfs, cache, &catalog, &events).await;
     for (what, e) in &resolved.failures {
-        eprintln!("error: {what}: {e}");
+        errln!("error: {what}: {e}");
     }
     if resolved.failures.is_empty() {
         exit::SUCCESS
@@ -656,7 +656,7 @@ pub fn progress_sink() -> EventSink {
     if !std::io::stderr().is_terminal() {
         return Arc::new(|e| {
             if let Some(line) = plain_line(&e) {
-                eprintln!("{line}");
+                errln!("{line}");
             }
         });
     }

@@ -23,10 +23,11 @@
 //!
 //! The `vmrepro` binary is a thin shell around [`cli`]; [`exit`] holds its exit codes.
 
-/// `print!` to stdout that never panics. `println!` panics when stdout is closed
-/// (`vmrepro run SUITE | head -3` once `head` has exited: EPIPE, since Rust ignores
-/// SIGPIPE), which would turn a run's exit status into 101; a lost line of output is
-/// not worth that, so the error is dropped and the command ends with its own status.
+/// `print!` to stdout that never panics. `print!`/`println!`/`eprintln!` panic when
+/// their stream is closed (`vmrepro run SUITE 2>&1 | head -3` once `head` has exited:
+/// EPIPE, since Rust ignores SIGPIPE), which would end a run half way with exit 101
+/// and its VMs killed; a lost line of output is not worth that, so the error is dropped
+/// and the command ends with its own status. The CLI writes through these only.
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -39,6 +40,14 @@ macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// [`outln!`] to stderr, for `eprintln!`.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
     }};
 }
 

@@ -134,6 +134,36 @@ fn more_guest_memory_than_the_host_has_is_refused_before_anything_is_built() {
     sb.assert_no_leftovers();
 }
 
+/// `vmrepro run SUITE 2>&1 | head -1`: once the reader has gone, every line the run
+/// still writes (progress on stderr, the summary on stdout) meets a closed pipe. The
+/// run must go on to its end and its own exit status, not die of the write (exit 101,
+/// no run.json, its VMs killed).
+#[test]
+fn a_closed_output_pipe_does_not_stop_the_run() {
+    use std::io::BufRead;
+    let _lock = vm_lock();
+    let sb = Sandbox::new("closed-pipe");
+    let mut cmd = sb.command(&fixture("concurrent"));
+    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stderr.take().unwrap()).read_line(&mut first).unwrap();
+    drop(child.stdout.take());
+    assert!(!first.is_empty(), "the run wrote a first line");
+    let deadline = Instant::now() + RUN_LIMIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the run did not end within {RUN_LIMIT:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(status.code(), Some(EXIT_OK), "the run must pass with nobody reading its output: {status}");
+    let run = read_json(&sb.run_dir().join("run.json"));
+    assert_eq!(run["status"], "passed");
+    sb.assert_no_leftovers();
+}
+
 #[test]
 fn hanging_step_times_out_and_the_other_vm_is_shut_down() {
     let _lock = vm_lock();

@@ -14,7 +14,7 @@ pub(super) async fn bench(args: BenchArgs, images: Option<&Path>, cache: Cache) 
         match s.parse::<usize>() {
             Ok(n) if (1..=50).contains(&n) => scale.push(n),
             _ => {
-                eprintln!("error: --scale {s:?}: a client count is 1 to 50");
+                errln!("error: --scale {s:?}: a client count is 1 to 50");
                 return exit::CONFIG_ERROR;
             }
         }
@@ -23,7 +23,7 @@ pub(super) async fn bench(args: BenchArgs, images: Option<&Path>, cache: Cache) 
     let images = match Catalog::locate(images, start) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return exit::CONFIG_ERROR;
         }
     };
@@ -46,7 +46,7 @@ pub(super) async fn bench(args: BenchArgs, images: Option<&Path>, cache: Cache) 
         super::interrupted().await;
         let _ = tx.send(true);
     });
-    let result = crate::bench::bench(&opts, &|line| eprintln!("{line}"), rx).await;
+    let result = crate::bench::bench(&opts, &|line| errln!("{line}"), rx).await;
     signals.abort();
     match result {
         Ok(r) => {
@@ -62,11 +62,11 @@ pub(super) async fn bench(args: BenchArgs, images: Option<&Path>, cache: Cache) 
             }
         }
         Err(e @ crate::bench::BenchError::Suite(_)) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             exit::CONFIG_ERROR
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             exit::INFRASTRUCTURE
         }
     }

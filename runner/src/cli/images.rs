@@ -13,7 +13,7 @@ use crate::infra::images::{debian, Cache, Catalog};
 /// The catalog for `images` (or found from the current folder), or the exit code.
 fn catalog(images: Option<&Path>) -> Result<Catalog, i32> {
     Catalog::locate(images, Path::new(".")).and_then(|d| Catalog::load(&d)).map_err(|e| {
-        eprintln!("error: {e}");
+        errln!("error: {e}");
         exit::CONFIG_ERROR
     })
 }
@@ -23,7 +23,7 @@ fn catalog(images: Option<&Path>) -> Result<Catalog, i32> {
 fn suite_dirs(given: &[PathBuf], catalog: &Catalog) -> Result<Vec<PathBuf>, i32> {
     if !given.is_empty() {
         if let Some(d) = given.iter().find(|d| !d.is_dir()) {
-            eprintln!("error: {}: no such folder of suites", d.display());
+            errln!("error: {}: no such folder of suites", d.display());
             return Err(exit::CONFIG_ERROR);
         }
         return Ok(given.to_vec());
@@ -34,7 +34,7 @@ fn suite_dirs(given: &[PathBuf], catalog: &Catalog) -> Result<Vec<PathBuf>, i32>
 
 fn usage_of(catalog: &Catalog, dirs: &[PathBuf]) -> Result<Usage, i32> {
     let files = gc::suite_files(dirs).map_err(|e| {
-        eprintln!("error: {e}");
+        errln!("error: {e}");
         exit::CONFIG_ERROR
     })?;
     let (suites, problems) = crate::suite::images_of(&files, &catalog.dir);
@@ -115,7 +115,7 @@ pub(super) fn list(images: Option<&Path>, cache: &Cache, folders: &[PathBuf]) ->
     }
     outln!("  total {} in {} entries", gc::megabytes(total), entries.len());
     for p in &usage.problems {
-        eprintln!("warning: {p}");
+        errln!("warning: {p}");
     }
     exit::SUCCESS
 }
@@ -131,7 +131,7 @@ pub(super) fn gc(images: Option<&Path>, cache: &Cache, folders: &[PathBuf], poli
         Err(code) => return code,
     };
     if dirs.is_empty() {
-        eprintln!(
+        errln!(
             "error: no suite folder here (suites/) nor beside {}: name the folders whose suites' images to keep",
             catalog.dir.display()
         );
@@ -142,9 +142,9 @@ pub(super) fn gc(images: Option<&Path>, cache: &Cache, folders: &[PathBuf], poli
         Err(code) => return code,
     };
     if !usage.problems.is_empty() {
-        eprintln!("error: cannot tell what every suite needs, so nothing was removed:");
+        errln!("error: cannot tell what every suite needs, so nothing was removed:");
         for p in &usage.problems {
-            eprintln!("  {p}");
+            errln!("  {p}");
         }
         return exit::CONFIG_ERROR;
     }
@@ -168,7 +168,7 @@ pub(super) fn gc(images: Option<&Path>, cache: &Cache, folders: &[PathBuf], poli
             }
             Outcome::Failed(e) => {
                 failed += 1;
-                eprintln!("error: {id} ({}): {e}", i.entry.what);
+                errln!("error: {id} ({}): {e}", i.entry.what);
             }
         }
     }
@@ -212,15 +212,15 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
             Ok((url, text)) => {
                 let entries =
                     parse_packages(&text, suite, &|p| p.starts_with("linux-image-") || p.starts_with("linux-source-"));
-                eprintln!("read the index of {suite} from {url}: {} kernel packages", entries.len());
+                errln!("read the index of {suite} from {url}: {} kernel packages", entries.len());
                 indexes.insert(suite.clone(), entries);
             }
             // A pin's own suite must be readable; the extra security suite may not exist.
             Err(e) if own.contains(&suite) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 return exit::INFRASTRUCTURE;
             }
-            Err(e) => eprintln!("note: skipping {suite}: {e}"),
+            Err(e) => errln!("note: skipping {suite}: {e}"),
         }
     }
     let reports = repin::plan(&catalog.kernels, &catalog.sources, &indexes, stale_only);
@@ -254,7 +254,7 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
         let text = match std::fs::read_to_string(&manifest) {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("error: reading {}: {e}", manifest.display());
+                errln!("error: reading {}: {e}", manifest.display());
                 return exit::CONFIG_ERROR;
             }
         };
@@ -262,13 +262,13 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
         let new_text = match repin::rewrite_manifest(&manifest, &text, &changes, &today) {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 return exit::CONFIG_ERROR;
             }
         };
         let tmp = manifest.with_extension("yaml.tmp");
         if let Err(e) = std::fs::write(&tmp, new_text).and_then(|()| std::fs::rename(&tmp, &manifest)) {
-            eprintln!("error: writing {}: {e}", manifest.display());
+            errln!("error: writing {}: {e}", manifest.display());
             return exit::INFRASTRUCTURE;
         }
         outln!("wrote {} ({} pin(s) changed, pinned_on: {today})", manifest.display(), changes.len());

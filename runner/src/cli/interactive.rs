@@ -49,7 +49,7 @@ fn window_size() -> (u16, u16) {
 }
 
 fn attach_error(e: &AttachError) -> i32 {
-    eprintln!("error: {e}");
+    errln!("error: {e}");
     match e {
         AttachError::Io { .. } => exit::INFRASTRUCTURE,
         _ => exit::CONFIG_ERROR,
@@ -77,7 +77,7 @@ pub(super) async fn shell(run_dir: &Path, vm: &str) -> i32 {
             return attach_error(&AttachError::Busy { dir: run_dir.to_path_buf(), vm: vm.to_string() })
         }
         Err((_, e)) => {
-            eprintln!("error: locking {}: {e}", lock_path.display());
+            errln!("error: locking {}: {e}", lock_path.display());
             return exit::INFRASTRUCTURE;
         }
     };
@@ -88,7 +88,7 @@ pub(super) async fn shell(run_dir: &Path, vm: &str) -> i32 {
         }
     };
     let interactive = std::io::stdin().is_terminal();
-    eprintln!(
+    errln!(
         "vmrepro: connected to VM {vm} of run {}{}",
         run_dir.display(),
         if interactive { " — Ctrl-] detaches, `exit` ends the shell" } else { "" }
@@ -103,16 +103,16 @@ pub(super) async fn shell(run_dir: &Path, vm: &str) -> i32 {
     drop(raw);
     match end {
         Ok(SessionEnd::Detached) => {
-            eprintln!("\r\nvmrepro: detached from {vm} (its shell keeps running; `vmrepro shell` attaches again)");
+            errln!("\r\nvmrepro: detached from {vm} (its shell keeps running; `vmrepro shell` attaches again)");
             exit::SUCCESS
         }
         Ok(SessionEnd::ShellEnded) => {
-            eprintln!("\r\nvmrepro: the shell on {vm} ended");
+            errln!("\r\nvmrepro: the shell on {vm} ended");
             exit::SUCCESS
         }
         Ok(SessionEnd::InputEnded) => exit::SUCCESS,
         Ok(SessionEnd::Closed) => {
-            eprintln!("\r\nvmrepro: VM {vm} closed its console (the run was stopped, or the guest powered off)");
+            errln!("\r\nvmrepro: VM {vm} closed its console (the run was stopped, or the guest powered off)");
             exit::SUCCESS
         }
         Err(e) => attach_error(&AttachError::Io { what: "relaying to the VM's shell at", path: sock, source: e }),

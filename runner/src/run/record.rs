@@ -215,6 +215,11 @@ pub struct NamespaceRecord {
 }
 
 impl RunRecord {
+    /// Whether the run pinned its QEMUs (`--pin`): some VM has a `pinned_cpu`.
+    pub fn pinned(&self) -> bool {
+        self.vms.iter().any(|v| v.pinned_cpu.is_some())
+    }
+
     /// The VM named `name`.
     pub fn vm(&self, name: &str) -> Option<&VmRecord> {
         self.vms.iter().find(|v| v.name == name)

@@ -178,7 +178,7 @@ fn environment_section(a: &Analysis, env: Option<&Environment>, _vms: &[PlanVm])
     }
     let accel = rec.accel.map_or("-".to_string(), |x| format!("{x:?}").to_lowercase());
     f.push(("accel".into(), accel));
-    if rec.vms.iter().any(|v| v.pinned_cpu.is_some()) {
+    if rec.pinned() {
         let each: Vec<String> = rec
             .vms
             .iter()
@@ -418,7 +418,7 @@ fn reproduce_section(a: &Analysis, env: Option<&Environment>, _vms: &[PlanVm]) -
         "With vmrepro at git commit {commit} (a checkout of that commit; Debian 12 host, QEMU from bookworm-backports, see the README):"
     )));
     // A pinned run is reproduced pinned: its times are only comparable so.
-    let pin = if rec.vms.iter().any(|v| v.pinned_cpu.is_some()) { " --pin" } else { "" };
+    let pin = if rec.pinned() { " --pin" } else { "" };
     s.push(Block::Table(format!(
         ".ci/install-deps\ncargo build --release\ntarget/release/vmrepro run{pin} {suite_path}\n"
     )));
