@@ -55,7 +55,7 @@ pub enum Event {
         /// Time taken.
         took: Duration,
     },
-    /// VMs are being shut down.
+    /// VMs are being shut down (only sent when at least one VM was started).
     TearingDown,
 }
 

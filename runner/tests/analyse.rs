@@ -322,3 +322,45 @@ fn a_failed_hung_or_crashed_iteration_is_a_problem_when_times_are_compared() {
         assert_eq!(vmrepro::cli::exit_code(a.record.status, a.results.problems().len()), vmrepro::exit::TEST_FAILURE);
     }
 }
+
+/// Sets the snapshot policy of `plan.json`'s first measurement in `dir`.
+fn set_snapshot_policy(dir: &Path, verdict: &str, by_vm: Value) {
+    let path = dir.join("plan.json");
+    let mut plan = read_json(&path);
+    plan["measurements"][0]["snapshot"]["verdict"] = verdict.into();
+    plan["measurements"][0]["snapshot"]["verdict_by_vm"] = by_vm;
+    std::fs::write(&path, serde_json::to_string(&plan).unwrap()).unwrap();
+}
+
+#[test]
+fn a_per_vm_snapshot_verdict_overrides_the_suites_for_that_vm_only() {
+    // The recorded flagship run: client-5-10 is the baseline, two clients compared.
+    let dir = copy(&fixtures().into_iter().find(|p| p.ends_with("nfs-read-100mb")).expect("nfs-read-100mb"));
+    let verdicts = |dir: &Path| -> Vec<(String, Value)> {
+        let n =
+            serde_json::to_value(vmrepro::report::snapshot::normalise(&analyse_dir(dir).unwrap()).unwrap()).unwrap();
+        let clients = n["nfs_read"]["clients"].as_array().expect("nfs_read clients").clone();
+        clients.iter().map(|c| (c["vm"].as_str().unwrap().to_string(), c["verdict"].clone())).collect()
+    };
+    set_snapshot_policy(dir.path(), "direction", serde_json::json!({}));
+    let all = verdicts(dir.path());
+    assert_eq!(all[0], ("client-5-10".to_string(), Value::Null), "the baseline has no verdict");
+    assert!(all[1..].iter().all(|(_, v)| v.is_string()), "{all:?}");
+    set_snapshot_policy(dir.path(), "direction", serde_json::json!({ "client-6-1": "none" }));
+    let some = verdicts(dir.path());
+    assert_eq!(some[1], ("client-6-1".to_string(), Value::Null), "{some:?}");
+    assert_eq!(some[2], all[2], "the other client keeps the suite's policy");
+
+    // A `measure:` measurement: the override drops one VM's verdict, not another's.
+    let m = vmrepro::measure::script::SECTION_MARKER;
+    let failed = format!("{m}setup\nmount.nfs: Protocol not supported\n{m}setup-exit\n32\n");
+    let dir = synthetic_run("outcome", &[("old", "passed", Some(0), &ran(0)), ("new", "failed", Some(10), &failed)]);
+    let new_verdict = |dir: &Path| {
+        let n =
+            serde_json::to_value(vmrepro::report::snapshot::normalise(&analyse_dir(dir).unwrap()).unwrap()).unwrap();
+        n["measurements"][0]["vms"][1]["verdict"].clone()
+    };
+    assert_eq!(new_verdict(dir.path()), "different outcome");
+    set_snapshot_policy(dir.path(), "ratio_class", serde_json::json!({ "new": "none" }));
+    assert_eq!(new_verdict(dir.path()), Value::Null);
+}

@@ -88,6 +88,7 @@ pub fn compile(spec: &MeasureSpec, suite: &SuiteSpec) -> MeasurementPlan {
         table: spec.table.clone(),
         snapshot: SnapshotPolicy {
             verdict: snap.verdict.unwrap_or_default(),
+            verdict_by_vm: snap.verdict_by_vm,
             outcome: snap.outcome.unwrap_or(true),
             signs: snap.signs,
             sections: snap.sections,

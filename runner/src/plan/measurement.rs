@@ -115,12 +115,23 @@ pub enum Expect {
 pub struct SnapshotPolicy {
     /// How much of each verdict.
     pub verdict: SnapshotVerdicts,
+    /// Per-VM overrides of `verdict`, by VM name (`nfs_read.client_snapshot_verdicts`,
+    /// `measure[].snapshot.verdict_by_vm`); absent from plans saved before they existed.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub verdict_by_vm: std::collections::BTreeMap<String, SnapshotVerdicts>,
     /// How each iteration ended.
     pub outcome: bool,
     /// Metrics or counters kept as `0` / `> 0`.
     pub signs: Vec<String>,
     /// Sections kept verbatim.
     pub sections: Vec<String>,
+}
+
+impl SnapshotPolicy {
+    /// How much of `vm`'s verdict the snapshot keeps: its override, else `verdict`.
+    pub fn verdict_of(&self, vm: &str) -> SnapshotVerdicts {
+        self.verdict_by_vm.get(vm).copied().unwrap_or(self.verdict)
+    }
 }
 
 /// One iteration of one VM.

@@ -19,7 +19,7 @@ use super::results::Analysis;
 use crate::measure::analysis::{IterationResult, MeasurementResult, OUTCOME_METRIC};
 use crate::measure::script::Section;
 use crate::measure::stats::{Comparison, Verdict};
-use crate::plan::measurement::MeasurementPlan;
+use crate::plan::measurement::{MeasurementPlan, SnapshotPolicy};
 use crate::run::RunError;
 use crate::scenarios::nfs_read::results::NfsResults;
 use crate::spec::SnapshotVerdicts;
@@ -176,7 +176,7 @@ pub fn normalise(a: &Analysis) -> Result<Normalised, RunError> {
         vms.push(NormVm { name: v.name.clone(), kernel_release: v.kernel_release.clone(), steps });
     }
     let preset = a.results.measurements.iter().zip(&a.plan.measurements).find(|(_, p)| p.preset.is_some());
-    let nfs_read = a.results.nfs_read.as_ref().zip(preset).map(|(r, (m, p))| norm_nfs(r, m, p.snapshot.verdict));
+    let nfs_read = a.results.nfs_read.as_ref().zip(preset).map(|(r, (m, p))| norm_nfs(r, m, &p.snapshot));
     let measurements = a
         .results
         .measurements
@@ -203,11 +203,11 @@ fn norm_measurement(m: &MeasurementResult, p: &MeasurementPlan) -> NormMeasureme
                 iterations: v.iterations.len(),
                 outcomes: policy.outcome.then(|| v.outcomes.iter().map(ToString::to_string).collect()),
                 verdict: if p.metric.name == OUTCOME_METRIC {
-                    (policy.verdict != SnapshotVerdicts::None)
+                    (policy.verdict_of(&v.vm) != SnapshotVerdicts::None)
                         .then(|| v.verdict.as_ref().map(|w| w.split(':').next().unwrap_or(w).to_string()))
                         .flatten()
                 } else {
-                    v.comparison.as_ref().and_then(|c| verdict_for(policy.verdict, c, p.metric.is_speed()))
+                    v.comparison.as_ref().and_then(|c| verdict_for(policy.verdict_of(&v.vm), c, p.metric.is_speed()))
                 },
                 signs: policy
                     .signs
@@ -250,7 +250,7 @@ fn verdict_for(policy: SnapshotVerdicts, c: &Comparison, speed: bool) -> Option<
     }
 }
 
-fn norm_nfs(r: &NfsResults, m: &MeasurementResult, verdicts: SnapshotVerdicts) -> NormNfs {
+fn norm_nfs(r: &NfsResults, m: &MeasurementResult, policy: &SnapshotPolicy) -> NormNfs {
     NormNfs {
         server_kernel: r.server.kernel_release.clone(),
         server_profile: r
@@ -283,7 +283,7 @@ fn norm_nfs(r: &NfsResults, m: &MeasurementResult, verdicts: SnapshotVerdicts) -
                     reads: reads.len(),
                     bytes_read: bytes,
                     metrics_present: reads.first().map(|i| metrics_present(i)).unwrap_or_default(),
-                    verdict: v.comparison.as_ref().and_then(|x| verdict_for(verdicts, x, true)),
+                    verdict: v.comparison.as_ref().and_then(|x| verdict_for(policy.verdict_of(&c.vm), x, true)),
                     udp_loss_signs: (c.mount.transport.as_deref() == Some("udp")).then(|| {
                         ["ip_reassembly_failures", "rpc_retransmissions"]
                             .into_iter()

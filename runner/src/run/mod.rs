@@ -275,7 +275,9 @@ pub async fn run_with(
     // Answered once run.json is final.
     let control = res.control.take();
     // Teardown, whatever happened above: every VM, then the namespace, then temp files.
-    (opts.events)(Event::TearingDown);
+    if !res.vms.is_empty() {
+        (opts.events)(Event::TearingDown);
+    }
     let t_down = Instant::now();
     let endings =
         futures::future::join_all(res.vms.iter_mut().map(|vm| async { (vm.name.clone(), vm.shutdown().await) })).await;

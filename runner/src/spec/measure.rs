@@ -169,6 +169,11 @@ pub struct MeasureSnapshotSpec {
     /// How much of each verdict to keep (default `ratio_class`).
     #[serde(default)]
     pub verdict: Option<SnapshotVerdicts>,
+    /// Per-VM overrides of `verdict`, e.g. `{control: none}` for a control VM whose
+    /// ratio to the baseline is not the point of the suite and not steady from run to
+    /// run. Keys are measured VMs other than the baseline.
+    #[serde(default)]
+    pub verdict_by_vm: std::collections::BTreeMap<String, SnapshotVerdicts>,
     /// Keep how each iteration ended (`exit 0`, `timed out`, …; default true).
     #[serde(default)]
     pub outcome: Option<bool>,

@@ -50,6 +50,11 @@ pub struct NfsReadSpec {
     /// keeps no verdict, where the clients differ by less than the noise.
     #[serde(default)]
     pub snapshot_verdicts: Option<SnapshotVerdicts>,
+    /// Per-client overrides of `snapshot_verdicts`, e.g. `{tcp-control: none}` for a
+    /// control client whose ratio to the baseline is not the point of the suite and not
+    /// steady from run to run. Keys are clients other than the baseline.
+    #[serde(default)]
+    pub client_snapshot_verdicts: BTreeMap<String, SnapshotVerdicts>,
     /// Extra per-client settings, e.g. `tc` commands run before measuring.
     #[serde(default)]
     pub client_setup: BTreeMap<String, String>,

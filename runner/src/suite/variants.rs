@@ -658,13 +658,6 @@ fn rewrite_references(
         out
     };
     let first = |x: &str| names.get(x).map_or(x.to_string(), |vs| vs[0].clone());
-    let expand_map = |m: &BTreeMap<String, String>| -> BTreeMap<String, String> {
-        m.iter()
-            .flat_map(|(k, v)| {
-                names.get(k).cloned().unwrap_or_else(|| vec![k.clone()]).into_iter().map(move |n| (n, v.clone()))
-            })
-            .collect()
-    };
     for (i, vm) in s.vms.iter_mut().enumerate() {
         for st in &mut vm.steps {
             st.after = after(&st.after);
@@ -676,22 +669,21 @@ fn rewrite_references(
     if let Some(n) = &mut s.nfs_read {
         n.clients = list(&n.clients, "nfs_read.clients", map);
         n.baseline = n.baseline.as_deref().map(first);
-        n.client_mount_options = expand_map(&n.client_mount_options);
+        n.client_mount_options = expand_keys(&n.client_mount_options, names);
         n.client_mount_options.extend(nfs_mount);
-        n.client_setup = expand_map(&n.client_setup);
-        let ra: BTreeMap<String, u32> = n
-            .client_read_ahead_kb
-            .iter()
-            .flat_map(|(k, v)| {
-                names.get(k).cloned().unwrap_or_else(|| vec![k.clone()]).into_iter().map(move |n| (n, *v))
-            })
-            .collect();
-        n.client_read_ahead_kb = ra;
+        n.client_setup = expand_keys(&n.client_setup, names);
+        let baseline = n.baseline.clone().or_else(|| n.clients.first().cloned());
+        n.client_snapshot_verdicts = expand_overrides(&n.client_snapshot_verdicts, names, baseline.as_deref());
+        n.client_read_ahead_kb = expand_keys(&n.client_read_ahead_kb, names);
         n.client_read_ahead_kb.extend(nfs_ra);
     }
     for (m, spec) in s.measure.iter_mut().enumerate() {
         spec.on = list(&spec.on, &format!("measure[{m}].on"), map);
         spec.baseline = spec.baseline.as_deref().map(first);
+        if let Some(snap) = &mut spec.snapshot {
+            let baseline = spec.baseline.clone().or_else(|| spec.on.first().cloned());
+            snap.verdict_by_vm = expand_overrides(&snap.verdict_by_vm, names, baseline.as_deref());
+        }
         spec.after = after(&spec.after);
         let mut observe = Vec::new();
         for o in &spec.observe {
@@ -704,6 +696,31 @@ fn rewrite_references(
         }
         spec.observe = observe;
     }
+}
+
+/// `m` with each key that names a VM with variants replaced by one entry per variant
+/// (`names`: VM name → its variants' names), the value copied.
+fn expand_keys<V: Clone>(m: &BTreeMap<String, V>, names: &BTreeMap<String, Vec<String>>) -> BTreeMap<String, V> {
+    m.iter()
+        .flat_map(|(k, v)| {
+            names.get(k).cloned().unwrap_or_else(|| vec![k.clone()]).into_iter().map(move |n| (n, v.clone()))
+        })
+        .collect()
+}
+
+/// Per-VM snapshot verdict overrides with a VM that has variants replaced by its
+/// variants other than `baseline` (which has no verdict); a key naming one variant, or
+/// the baseline itself, is kept as written for the checks to judge.
+fn expand_overrides<V: Clone>(
+    m: &BTreeMap<String, V>,
+    names: &BTreeMap<String, Vec<String>>,
+    baseline: Option<&str>,
+) -> BTreeMap<String, V> {
+    let mut out = expand_keys(m, names);
+    if let Some(b) = baseline.filter(|b| !m.contains_key(*b)) {
+        out.remove(b);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -747,8 +764,9 @@ nfs_read:
   file: { name: f, block_size: 1000, count: 1 }
   clients: [client]
   baseline: client
+  client_snapshot_verdicts: { client: none }
 measure:
-  - { name: m, on: [client], run: "true", after: [client/x] }
+  - { name: m, on: [client], run: "true", after: [client/x], snapshot: { verdict_by_vm: { client: direction } } }
 "#,
         );
         let (e, map) = expand(&s).unwrap();
@@ -761,6 +779,12 @@ measure:
         assert_eq!(n.baseline.as_deref(), Some("client-3-ra128k"));
         assert_eq!(n.client_read_ahead_kb["client-4-2-ra15m"], 15360);
         assert_eq!(e.measure[0].on.len(), 4);
+        // A verdict override naming a VM with variants covers its variants but the
+        // baseline (the first), which has no verdict.
+        let compared = ["client-3-ra15m", "client-4-2-ra128k", "client-4-2-ra15m"];
+        assert_eq!(n.client_snapshot_verdicts.keys().collect::<Vec<_>>(), compared);
+        let by_vm = &e.measure[0].snapshot.as_ref().unwrap().verdict_by_vm;
+        assert_eq!(by_vm.keys().collect::<Vec<_>>(), compared);
         assert_eq!(
             e.measure[0].after,
             ["client-3-ra128k/x", "client-3-ra15m/x", "client-4-2-ra128k/x", "client-4-2-ra15m/x"]

@@ -190,6 +190,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         table: vec![],
         snapshot: SnapshotPolicy {
             verdict: n.snapshot_verdicts.unwrap_or_default(),
+            verdict_by_vm: n.client_snapshot_verdicts.clone(),
             outcome: true,
             signs: vec![],
             sections: vec![],

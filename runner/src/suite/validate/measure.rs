@@ -301,6 +301,13 @@ fn check_one(
         }
     }
     if let Some(snap) = &m.snapshot {
+        super::verdict_overrides(
+            errs,
+            &format!("{k}.snapshot.verdict_by_vm"),
+            &snap.verdict_by_vm,
+            &m.on,
+            m.baseline.as_deref(),
+        );
         for (j, name) in snap.signs.iter().enumerate() {
             if let Err(e) = metric_ok(name) {
                 rule(errs, format!("{k}.snapshot.signs[{j}]"), e);
@@ -328,6 +335,7 @@ fn check_one(
             );
         } else if !keeps_outcomes
             && snap.verdict == Some(crate::spec::SnapshotVerdicts::None)
+            && snap.verdict_by_vm.values().all(|v| *v == crate::spec::SnapshotVerdicts::None)
             && snap.signs.is_empty()
             && snap.sections.is_empty()
         {

@@ -366,6 +366,41 @@ pub(crate) fn range<T: PartialOrd + std::fmt::Display>(
 }
 
 /// Checks an expected exit status: a process's status is one byte.
+/// Checks a per-VM map of snapshot verdict overrides at `key` (`key.<vm>` per entry):
+/// every VM must be one of `compared` (the measured VMs, in order) and not the
+/// baseline (`baseline`, else the first of `compared`), which has no verdict.
+pub(crate) fn verdict_overrides<V>(
+    errs: &mut Vec<ValidationError>,
+    key: &str,
+    overrides: &std::collections::BTreeMap<String, V>,
+    compared: &[String],
+    baseline: Option<&str>,
+) {
+    let baseline = baseline.or(compared.first().map(String::as_str));
+    for vm in overrides.keys() {
+        let key = format!("{key}.{vm}");
+        if !compared.contains(vm) {
+            errs.push(ValidationError::Rule {
+                key,
+                message: format!(
+                    "{} is not one of the compared VMs ({}){}",
+                    crate::spec::text::shown(vm, 80),
+                    compared.join(", "),
+                    crate::spec::text::non_ascii_hint(vm)
+                ),
+            });
+        } else if Some(vm.as_str()) == baseline {
+            errs.push(ValidationError::Rule {
+                key,
+                message: format!(
+                    "{} is the baseline, which has no verdict of its own; name a VM compared with it",
+                    crate::spec::text::shown(vm, 80)
+                ),
+            });
+        }
+    }
+}
+
 pub(crate) fn exit_status(errs: &mut Vec<ValidationError>, key: &str, e: i32) {
     if !limits::EXIT_STATUS.contains(&e) {
         errs.push(ValidationError::OutOfRange {

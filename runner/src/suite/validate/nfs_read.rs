@@ -7,7 +7,7 @@ use crate::plan::DEFAULT_MEMORY_MIB;
 use crate::spec::nfs_read::NfsReadSpec;
 use crate::spec::text::{non_ascii_hint, shown};
 use crate::spec::SuiteSpec;
-use crate::suite::validate::{guest, limits, range, ValidationError};
+use crate::suite::validate::{self, guest, limits, range, ValidationError};
 
 /// Checks the `nfs_read:` block `n` of suite `s`.
 pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catalog: &Catalog) {
@@ -140,6 +140,13 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             });
         }
     }
+    validate::verdict_overrides(
+        errs,
+        "nfs_read.client_snapshot_verdicts",
+        &n.client_snapshot_verdicts,
+        &n.clients,
+        n.baseline.as_deref(),
+    );
     if n.concurrent == Some(true) {
         for v in &s.vms {
             if v.net.as_ref().and_then(|x| x.egress.as_ref()).is_some_and(|e| e.seed.is_some()) {
