@@ -300,9 +300,10 @@ pub fn parse_suite_with(path: &Path, text: String, options: &LoadOptions) -> Res
         Err(e) => {
             let mut located = from_yaml_error(path, &text, &e, &analysis);
             // A null where a value of another type is required ("invalid IPv4 address
-            // syntax" for `address: ~`): say it is a null.
+            // syntax" for `address: ~`, "unknown variant `~`" for a choice): say it is a
+            // null.
             if let Some(n) = analysis.nulls.iter().find(|n| Some(n.position) == located.position) {
-                if located.message.contains("invalid") {
+                if located.message.contains("invalid") || located.message.starts_with("unknown variant") {
                     located.message = null_message(n);
                 }
             }

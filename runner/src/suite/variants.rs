@@ -673,7 +673,8 @@ fn rewrite_references(
         n.client_mount_options.extend(nfs_mount);
         n.client_setup = expand_keys(&n.client_setup, names);
         let baseline = n.baseline.clone().or_else(|| n.clients.first().cloned());
-        n.client_snapshot_verdicts = expand_overrides(&n.client_snapshot_verdicts, names, baseline.as_deref());
+        n.client_snapshot_verdicts =
+            expand_overrides(&n.client_snapshot_verdicts, names, &n.clients, baseline.as_deref());
         n.client_read_ahead_kb = expand_keys(&n.client_read_ahead_kb, names);
         n.client_read_ahead_kb.extend(nfs_ra);
     }
@@ -682,7 +683,7 @@ fn rewrite_references(
         spec.baseline = spec.baseline.as_deref().map(first);
         if let Some(snap) = &mut spec.snapshot {
             let baseline = spec.baseline.clone().or_else(|| spec.on.first().cloned());
-            snap.verdict_by_vm = expand_overrides(&snap.verdict_by_vm, names, baseline.as_deref());
+            snap.verdict_by_vm = expand_overrides(&snap.verdict_by_vm, names, &spec.on, baseline.as_deref());
         }
         spec.after = after(&spec.after);
         let mut observe = Vec::new();
@@ -708,18 +709,27 @@ fn expand_keys<V: Clone>(m: &BTreeMap<String, V>, names: &BTreeMap<String, Vec<S
         .collect()
 }
 
-/// Per-VM snapshot verdict overrides with a VM that has variants replaced by its
-/// variants other than `baseline` (which has no verdict); a key naming one variant, or
-/// the baseline itself, is kept as written for the checks to judge.
+/// Per-VM snapshot verdict overrides with a VM that has variants replaced by those of
+/// its variants that are `compared`, other than `baseline` (which has no verdict). A
+/// key naming no compared variant, one variant, or the baseline itself is kept as
+/// written, for the checks to judge where it was written.
 fn expand_overrides<V: Clone>(
     m: &BTreeMap<String, V>,
     names: &BTreeMap<String, Vec<String>>,
+    compared: &[String],
     baseline: Option<&str>,
 ) -> BTreeMap<String, V> {
-    let mut out = expand_keys(m, names);
-    if let Some(b) = baseline.filter(|b| !m.contains_key(*b)) {
-        out.remove(b);
+    let mut out = BTreeMap::new();
+    for (k, v) in m {
+        let variants: Vec<&String> = names.get(k).into_iter().flatten().filter(|n| compared.contains(n)).collect();
+        if variants.is_empty() {
+            out.insert(k.clone(), v.clone());
+        } else {
+            out.extend(variants.into_iter().filter(|n| Some(n.as_str()) != baseline).map(|n| (n.clone(), v.clone())));
+        }
     }
+    // A key written for one variant wins over its VM's.
+    out.extend(m.iter().filter(|(k, _)| !names.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())));
     out
 }
 

@@ -333,12 +333,7 @@ fn check_one(
                 format!("{k}.snapshot.outcome"),
                 "`compare: outcome` compares how the iterations ended, and `outcome: false` leaves that out of the snapshot, so a changed outcome (exit 32 becoming exit 1) would still match; keep `outcome: true` (the default) or compare a metric".into(),
             );
-        } else if !keeps_outcomes
-            && snap.verdict == Some(crate::spec::SnapshotVerdicts::None)
-            && snap.verdict_by_vm.values().all(|v| *v == crate::spec::SnapshotVerdicts::None)
-            && snap.signs.is_empty()
-            && snap.sections.is_empty()
-        {
+        } else if !keeps_outcomes && keeps_no_verdict(m, snap) && snap.signs.is_empty() && snap.sections.is_empty() {
             rule(
                 errs,
                 format!("{k}.snapshot"),
@@ -346,6 +341,17 @@ fn check_one(
             );
         }
     }
+}
+
+/// Whether `snap` keeps no verdict of measurement `m`: every VM compared with the
+/// baseline (`baseline`, else the first of `on`) has `none` as its own or the
+/// measurement's policy. True when no VM is compared.
+fn keeps_no_verdict(m: &MeasureSpec, snap: &crate::spec::measure::MeasureSnapshotSpec) -> bool {
+    let baseline = m.baseline.as_ref().or(m.on.first());
+    m.on.iter().filter(|vm| Some(*vm) != baseline).all(|vm| {
+        snap.verdict_by_vm.get(vm).copied().unwrap_or(snap.verdict.unwrap_or_default())
+            == crate::spec::SnapshotVerdicts::None
+    })
 }
 
 /// `nfs.<side>.<table>` tables the nfsstat and /proc/net/rpc/nfs parsers produce
