@@ -370,6 +370,14 @@ impl MarkedEventReceiver for Recorder {
                         ),
                     });
                 }
+                if value.is_none() && s == "<<" && style == TScalarStyle::Plain {
+                    let parent = self.stack.last().map_or("", |o| o.path.as_str());
+                    self.problems.push(Problem {
+                        key: parent.to_string(),
+                        position: at,
+                        message: "`<<` is a YAML merge key, which suites do not support (it would be read as a key named `<<`); write the keys out, or alias the whole value (`key: *anchor`)".into(),
+                    });
+                }
                 self.check_scalar(&s, value.as_ref().map(|(p, _)| p.as_str()), at);
                 self.check_tag(tag.as_ref(), value.as_ref().map(|(p, _)| p.as_str()), at);
                 if let (Some((path, segments)), true) = (value, null) {
