@@ -164,6 +164,27 @@ fn a_closed_output_pipe_does_not_stop_the_run() {
     sb.assert_no_leftovers();
 }
 
+/// `vmrepro run --pin` by a process allowed one CPU (`taskset -c 0`): nothing to pin
+/// the VMs apart on, so the run goes on unpinned, says why, and records it in run.json
+/// (the published report then says --pin was asked for and not applied).
+#[test]
+fn pin_with_one_usable_cpu_runs_unpinned_and_records_why() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("pin-one-cpu");
+    let run = sb.command(&fixture("concurrent"));
+    let mut cmd = std::process::Command::new("taskset");
+    cmd.arg("-c").arg("0").arg(run.get_program()).args(run.get_args()).arg("--pin");
+    cmd.envs(run.get_envs().filter_map(|(k, v)| Some((k, v?))));
+    let fin = sb.run(cmd, RUN_LIMIT);
+    assert_eq!(fin.code, EXIT_OK, "the run goes on unpinned; output:\n{}", fin.output);
+    let why = vmrepro::infra::qemu::pin::PinError::TooFewCpus(1).to_string();
+    assert_contains(&fin.output, &why, "the run says why it is not pinned");
+    let record = read_json(&sb.run_dir().join("run.json"));
+    assert_eq!(record["pin_notice"], why.as_str(), "run.json records why");
+    assert!(record["vms"].as_array().unwrap().iter().all(|v| v["pinned_cpu"].is_null()), "{record}");
+    sb.assert_no_leftovers();
+}
+
 #[test]
 fn hanging_step_times_out_and_the_other_vm_is_shut_down() {
     let _lock = vm_lock();

@@ -154,9 +154,19 @@ fn a_pinned_run_says_so_and_is_reproduced_pinned() {
     let unpinned = std::fs::read_to_string(published::write(&dir).unwrap().markdown).unwrap();
     assert!(!unpinned.contains("--pin"), "an unpinned run's report mentions --pin");
 
-    // The fixture's run.json as `vmrepro run --pin` writes it on 2 CPUs.
+    // As `vmrepro run --pin` writes it where pinning was not possible: said, not reproduced.
     let path = dir.join("run.json");
     let mut run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let why = vmrepro::infra::qemu::pin::PinError::TooFewCpus(1).to_string();
+    run["pin_notice"] = why.clone().into();
+    std::fs::write(&path, serde_json::to_string_pretty(&run).unwrap()).unwrap();
+    let md = std::fs::read_to_string(published::write(&dir).unwrap().markdown).unwrap();
+    let words = md.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains(&format!("QEMU pinned (--pin): asked for, not applied: {why}")), "{md}");
+    assert!(!md.contains("vmrepro run --pin"), "{md}");
+    run.as_object_mut().unwrap().remove("pin_notice");
+
+    // The fixture's run.json as `vmrepro run --pin` writes it on 2 CPUs.
     let mut names = Vec::new();
     for vm in run["vms"].as_array_mut().unwrap() {
         let cpu = if vm["name"] == "server" { 0 } else { 1 };

@@ -211,6 +211,7 @@ pub async fn run_with(
         error: None,
         accel: None,
         accel_notice: None,
+        pin_notice: None,
         subnet: plan.subnet.to_string(),
         mtu: plan.mtu,
         temp_dir: None,
@@ -446,7 +447,7 @@ async fn execute(
             }
         }
     };
-    let pinned = if opts.pin { pin_vms(plan, events) } else { vec![None; plan.vms.len()] };
+    let pinned = if opts.pin { pin_vms(plan, rec) } else { vec![None; plan.vms.len()] };
     let mut starts = Vec::new();
     for (i, v) in plan.vms.iter().enumerate() {
         let kernel = &images.kernels[&v.kernel.label()];
@@ -540,8 +541,9 @@ fn check_host_memory(plan: &Plan, host_mib: Option<u64>) -> Result<(), RunError>
 
 /// Each VM's host CPU for `--pin` (see [`crate::infra::qemu::pin`]): a VM with a server
 /// profile serves. Says where each VM runs in a notice, or why none is pinned.
-fn pin_vms(plan: &Plan, events: &EventSink) -> Vec<Option<usize>> {
+fn pin_vms(plan: &Plan, rec: &Recorder) -> Vec<Option<usize>> {
     use crate::infra::qemu::pin;
+    let events = &rec.events;
     let serves: Vec<bool> = plan.vms.iter().map(|v| v.profile.is_some()).collect();
     match pin::allowed_cpus().and_then(|cpus| pin::assign(&serves, &cpus)) {
         Ok(cpus) => {
@@ -551,6 +553,7 @@ fn pin_vms(plan: &Plan, events: &EventSink) -> Vec<Option<usize>> {
         }
         Err(e) => {
             events(Event::Notice(format!("notice: {e}")));
+            rec.record.lock().expect("not poisoned").pin_notice = Some(e.to_string());
             vec![None; plan.vms.len()]
         }
     }

@@ -185,6 +185,10 @@ pub struct RunRecord {
     pub accel: Option<Accelerator>,
     /// The fallback notice, if any.
     pub accel_notice: Option<String>,
+    /// Why `--pin` was asked for and not applied (every VM then ran unpinned), e.g.
+    /// "--pin needs at least 2 usable CPUs …"; absent when it was applied or not asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin_notice: Option<String>,
     /// Bridge subnet.
     pub subnet: String,
     /// MTU.

@@ -185,6 +185,8 @@ fn environment_section(a: &Analysis, env: Option<&Environment>, _vms: &[PlanVm])
             .map(|v| format!("{} {}", v.name, v.pinned_cpu.map_or("unpinned".to_string(), |c| format!("CPU {c}"))))
             .collect();
         f.push(("QEMU pinned (--pin)".into(), each.join(", ")));
+    } else if let Some(why) = &rec.pin_notice {
+        f.push(("QEMU pinned (--pin)".into(), format!("asked for, not applied: {why}")));
     }
     if let Some(e) = env {
         f.push(("vmrepro".into(), format!("{} (built from git commit {})", e.vmrepro.version, e.vmrepro.git_commit)));
