@@ -6,7 +6,8 @@
 //!
 //! and, for the tests that boot real VMs and make them fail (`tests/failures.rs`):
 //!
-//! - [`vm_lock`]: one VM test at a time (the lock file `tests/suites.rs` uses too);
+//! - [`vm_lock`]: one VM test at a time (the lock file `tests/suites.rs` uses too), and
+//!   [`beside_lock`] for the suites that run beside it;
 //! - [`Sandbox`]: a fresh folder per test holding the `TMPDIR` and results folder of the
 //!   `vmrepro` processes it starts, and what the host looked like before;
 //! - [`Runner`]: `vmrepro run` as a child process, its progress lines timestamped;
@@ -95,7 +96,18 @@ pub struct VmLock(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>);
 /// [`test_tmpdir`]) runs. `cargo test` runs a file's tests in parallel threads: every test that
 /// boots a VM takes this first.
 pub fn vm_lock() -> VmLock {
-    let path = test_tmpdir().join("vm-suites.lock");
+    lock_file("vm-suites.lock")
+}
+
+/// Waits until no other suite of `tests/suites.rs`'s `BESIDE_OTHERS` runs: those run
+/// beside the VM test that holds [`vm_lock`], one at a time.
+pub fn beside_lock() -> VmLock {
+    lock_file("vm-suites-beside.lock")
+}
+
+/// An exclusive `flock(2)` on `name` in [`test_tmpdir`], waiting as long as it is held.
+fn lock_file(name: &str) -> VmLock {
+    let path = test_tmpdir().join(name);
     let file = std::fs::File::create(&path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
     match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive) {
         Ok(l) => VmLock(l),
