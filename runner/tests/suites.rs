@@ -75,6 +75,11 @@ fn run_suite(path: &Path) -> TestResult {
     let plan = vmrepro::suite::compile(&file, &catalog)?;
     let cache = Cache::from_env();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let events: vmrepro::events::EventSink = std::sync::Arc::new(|e| {
+        if let vmrepro::events::Event::Notice(n) = e {
+            eprintln!("{n}");
+        }
+    });
     let _lock = if beside_others(path) {
         {
             // Builds (a source kernel takes minutes of both cores) happen one suite at a
@@ -82,9 +87,8 @@ fn run_suite(path: &Path) -> TestResult {
             let _images = support::vm_lock();
             let kernels: Vec<_> = plan.vms.iter().map(|v| v.kernel.clone()).collect();
             let rootfs: Vec<_> = plan.vms.iter().map(|v| v.rootfs_request()).collect();
-            let discard = vmrepro::events::discard();
             // A failure here is the run's to report, with its own message and record.
-            let _ = rt.block_on(resolve_all(&kernels, &rootfs, &cache, &catalog, &discard));
+            let _ = rt.block_on(resolve_all(&kernels, &rootfs, &cache, &catalog, &events));
         }
         support::beside_lock()
     } else {
@@ -94,11 +98,7 @@ fn run_suite(path: &Path) -> TestResult {
         results_root: support::test_tmpdir().join("suite-results"),
         cache,
         catalog,
-        events: std::sync::Arc::new(|e| {
-            if let vmrepro::events::Event::Notice(n) = e {
-                eprintln!("{n}");
-            }
-        }),
+        events,
         run_dir: None,
         fresh_boot: false,
         // As `vmrepro run --pin` when VMREPRO_PIN is set, read as the CLI reads it
