@@ -13,13 +13,14 @@
 //! or more test threads one of them starts at once.
 //!
 //! The harness is libtest-mimic's (as datatest-stable's is): one test per suite, named
-//! `run_suite::<file>`, so `--exact`, filters, `--list` and nextest work as before.
+//! `run_suite::<file>`, so `--exact`, filters and `--list` (which nextest reads) work as
+//! before.
 
 mod support;
 
 use std::path::{Path, PathBuf};
 
-use vmrepro::infra::images::{resolve_all, Cache, Catalog};
+use vmrepro::infra::images::{Cache, Catalog};
 use vmrepro::run::{RunOptions, RunStatus};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -27,7 +28,7 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 /// Suites whose measured commands wait on timers rather than on the CPU, run beside the
 /// other suites (see the module docs). `nfs-udp-rto-carryover`: one NFS READ in flight
 /// through 13 % seeded loss, so its reads wait on RPC retransmit timeouts: its three
-/// QEMUs used 0.14 of a core over its 349 s (47.5 CPU-seconds), against 1.0–1.5 cores
+/// QEMUs used 0.14 of a core over its 349 s (47.5 CPU-seconds), against 1.0–1.6 cores
 /// for the suites that read at full speed, and beside them it dropped and retransmitted
 /// the same packets and kept its verdict (BENCHMARKS.md, "Suites beside each other").
 const BESIDE_OTHERS: &[&str] = &["nfs-udp-rto-carryover.yaml"];
@@ -85,10 +86,8 @@ fn run_suite(path: &Path) -> TestResult {
             // Builds (a source kernel takes minutes of both cores) happen one suite at a
             // time, like every other suite's; the run below then finds its images cached.
             let _images = support::vm_lock();
-            let kernels: Vec<_> = plan.vms.iter().map(|v| v.kernel.clone()).collect();
-            let rootfs: Vec<_> = plan.vms.iter().map(|v| v.rootfs_request()).collect();
             // A failure here is the run's to report, with its own message and record.
-            let _ = rt.block_on(resolve_all(&kernels, &rootfs, &cache, &catalog, &events));
+            let _ = rt.block_on(plan.resolve_images(&cache, &catalog, &events));
         }
         support::beside_lock()
     } else {

@@ -199,9 +199,7 @@ pub async fn bench(
             }
         }
         let t = Instant::now();
-        let kernels: Vec<_> = suite_plan.vms.iter().map(|v| v.kernel.clone()).collect();
-        let rootfs: Vec<_> = suite_plan.vms.iter().map(|v| v.rootfs_request()).collect();
-        let warm = resolve_all(&kernels, &rootfs, &opts.cache, &suite_catalog, &crate::events::discard()).await;
+        let warm = suite_plan.resolve_images(&opts.cache, &suite_catalog, &crate::events::discard()).await;
         match warm.failures.first() {
             None => r.images_warm_s.push(t.elapsed().as_secs_f64()),
             Some((what, e)) => r.errors.push(format!("rep {rep}: warm images: {what}: {e}")),

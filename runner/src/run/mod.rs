@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::events::{Event, EventSink};
-use crate::infra::images::{resolve_all, Cache, CancelFlag, Catalog, ImageError};
+use crate::infra::images::{Cache, CancelFlag, Catalog, ImageError};
 use crate::infra::net::{Namespace, NetError};
 use crate::infra::qemu::accel::{probe_cached, AccelChoice};
 use crate::infra::qemu::args::Accelerator;
@@ -390,9 +390,7 @@ async fn execute(
     let events = &opts.events;
     check_host_memory(plan, host_memory_mib())?;
     let t_img = Instant::now();
-    let kernels: Vec<_> = plan.vms.iter().map(|v| v.kernel.clone()).collect();
-    let rootfs: Vec<_> = plan.vms.iter().map(|v| v.rootfs_request()).collect();
-    let mut images = resolve_all(&kernels, &rootfs, cache, &opts.catalog, events).await;
+    let mut images = plan.resolve_images(cache, &opts.catalog, events).await;
     {
         let mut r = rec.record.lock().expect("not poisoned");
         r.timings.images_s = t_img.elapsed().as_secs_f64();
