@@ -6,6 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use qapi::futures::{QapiService, QgaStreamTokio};
+
+use super::inflight::InFlight;
 use qapi::qga;
 use tokio::io::WriteHalf;
 use tokio::net::UnixStream;
@@ -17,9 +19,14 @@ type Service = QapiService<QgaStreamTokio<WriteHalf<UnixStream>>>;
 pub const GUEST_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// A guest agent connection that has answered `guest-sync`.
+///
+/// Every command goes through [`InFlight`]: once one was given up before its answer
+/// (a timeout around it), the others fail with `BrokenPipe` and [`Qga::out_of_step`]
+/// is true; connect (and `guest-sync`) again.
 pub struct Qga {
     service: Service,
     events: tokio::task::JoinHandle<()>,
+    inflight: InFlight,
 }
 
 impl std::fmt::Debug for Qga {
@@ -52,12 +59,23 @@ impl Qga {
         let stream = QgaStreamTokio::open_uds(socket).await?;
         let (service, events) = stream.spawn_tokio();
         match tokio::time::timeout(wait, service.guest_sync(sync_id)).await {
-            Ok(Ok(())) => Ok(Some(Qga { service, events })),
+            Ok(Ok(())) => Ok(Some(Qga { service, events, inflight: InFlight::default() })),
             Ok(Err(_)) | Err(_) => {
                 events.abort();
                 Ok(None)
             }
         }
+    }
+
+    /// `command`, through [`InFlight`].
+    async fn execute<C: qga::QgaCommand>(&self, command: C) -> std::io::Result<C::Ok> {
+        self.inflight.run("guest agent", self.service.execute(command)).await
+    }
+
+    /// Whether a command was given up before its answer: this connection must be
+    /// replaced (see [`InFlight`]).
+    pub fn out_of_step(&self) -> bool {
+        self.inflight.abandoned()
     }
 
     /// Starts `path args…` with `stdin` and captured output, in an environment of
@@ -72,7 +90,6 @@ impl Qga {
         let mut environment = vec![format!("PATH={GUEST_PATH}"), "LC_ALL=C".to_string()];
         environment.extend(env.iter().cloned());
         let r = self
-            .service
             .execute(qga::guest_exec {
                 path: path.to_string(),
                 arg: Some(args.to_vec()),
@@ -80,19 +97,18 @@ impl Qga {
                 input_data: stdin,
                 capture_output: Some(qga::GuestExecCaptureOutput::flag(true)),
             })
-            .await
-            .map_err(std::io::Error::from)?;
+            .await?;
         Ok(r.pid)
     }
 
     /// `guest-get-time`: the guest's wall clock, nanoseconds since the Unix epoch.
     pub async fn time_ns(&self) -> std::io::Result<i64> {
-        self.service.execute(qga::guest_get_time {}).await.map_err(std::io::Error::from)
+        self.execute(qga::guest_get_time {}).await
     }
 
     /// Polls `guest-exec-status` once; `None` while the process runs.
     pub async fn status(&self, pid: i64) -> std::io::Result<Option<ExecResult>> {
-        let s = self.service.execute(qga::guest_exec_status { pid }).await.map_err(std::io::Error::from)?;
+        let s = self.execute(qga::guest_exec_status { pid }).await?;
         if !s.exited {
             return Ok(None);
         }

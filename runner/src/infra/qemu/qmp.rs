@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use super::inflight::InFlight;
+
 use qapi::futures::{QapiService, QmpStreamTokio};
 use tokio::io::WriteHalf;
 use tokio::net::UnixStream;
@@ -9,9 +11,14 @@ use tokio::net::UnixStream;
 type Service = QapiService<QmpStreamTokio<WriteHalf<UnixStream>>>;
 
 /// A negotiated QMP connection.
+///
+/// Every command goes through [`InFlight`]: once one was given up before its answer
+/// (a timeout around it), the others fail with `BrokenPipe` and [`Qmp::out_of_step`]
+/// is true; connect again.
 pub struct Qmp {
     service: Service,
     events: tokio::task::JoinHandle<()>,
+    inflight: InFlight,
 }
 
 impl std::fmt::Debug for Qmp {
@@ -26,25 +33,36 @@ impl Qmp {
         let stream = QmpStreamTokio::open_uds(socket).await?;
         let stream = stream.negotiate().await?;
         let (service, events) = stream.spawn_tokio();
-        Ok(Qmp { service, events })
+        Ok(Qmp { service, events, inflight: InFlight::default() })
+    }
+
+    /// `command`, through [`InFlight`].
+    async fn execute<C: qapi::qmp::QmpCommand>(&self, command: C) -> std::io::Result<C::Ok> {
+        self.inflight.run("QMP", self.service.execute(command)).await
+    }
+
+    /// Whether a command was given up before its answer: this connection must be
+    /// replaced (see [`InFlight`]).
+    pub fn out_of_step(&self) -> bool {
+        self.inflight.abandoned()
     }
 
     /// `query-status`: whether the guest CPUs are running.
     pub async fn running(&self) -> std::io::Result<bool> {
-        let s = self.service.execute(qapi::qmp::query_status {}).await.map_err(std::io::Error::from)?;
+        let s = self.execute(qapi::qmp::query_status {}).await?;
         Ok(s.running)
     }
 
     /// `query-status`: QEMU's run state, as QMP names it (`running`, `paused`,
     /// `inmigrate`, `postmigrate`, …).
     pub async fn run_state(&self) -> std::io::Result<String> {
-        let s = self.service.execute(qapi::qmp::query_status {}).await.map_err(std::io::Error::from)?;
+        let s = self.execute(qapi::qmp::query_status {}).await?;
         Ok(serde_json::to_value(s.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())
     }
 
     /// `cont`: resumes the guest's CPUs.
     pub async fn cont(&self) -> std::io::Result<()> {
-        self.service.execute(qapi::qmp::cont {}).await.map(|_| ()).map_err(std::io::Error::from)
+        self.execute(qapi::qmp::cont {}).await.map(|_| ())
     }
 
     /// `migrate` to `file:<path>` (QEMU ≥ 8.2), live: the guest runs while its memory is
@@ -57,9 +75,9 @@ impl Qmp {
     pub async fn migrate_to_file(&self, path: &Path) -> std::io::Result<u64> {
         let uri = format!("file:{}", path.display());
         let cmd = qapi::qmp::migrate { uri: Some(uri), channels: None, detach: None, resume: None };
-        self.service.execute(cmd).await.map_err(std::io::Error::from)?;
+        self.execute(cmd).await?;
         loop {
-            let info = self.service.execute(qapi::qmp::query_migrate {}).await.map_err(std::io::Error::from)?;
+            let info = self.execute(qapi::qmp::query_migrate {}).await?;
             match info.status {
                 Some(qapi::qmp::MigrationStatus::completed) => {
                     return Ok(info.ram.map(|r| r.transferred.max(0) as u64).unwrap_or(0));
@@ -78,22 +96,22 @@ impl Qmp {
     /// `none`, `completed`, `failed` or `cancelled`).
     pub async fn migration_active(&self) -> std::io::Result<bool> {
         use qapi::qmp::MigrationStatus as S;
-        let info = self.service.execute(qapi::qmp::query_migrate {}).await.map_err(std::io::Error::from)?;
+        let info = self.execute(qapi::qmp::query_migrate {}).await?;
         Ok(!matches!(info.status, None | Some(S::none | S::completed | S::failed | S::cancelled)))
     }
 
     /// `migrate_cancel`: stops a migration still running (nothing if none runs).
     pub async fn cancel_migration(&self) -> std::io::Result<()> {
-        self.service.execute(qapi::qmp::migrate_cancel {}).await.map(|_| ()).map_err(std::io::Error::from)
+        self.execute(qapi::qmp::migrate_cancel {}).await.map(|_| ())
     }
 
     /// `quit`: QEMU exits at once (our disks are throwaway overlays).
     pub async fn quit(&self) -> std::io::Result<()> {
-        match self.service.execute(qapi::qmp::quit {}).await {
+        match self.execute(qapi::qmp::quit {}).await {
             Ok(_) => Ok(()),
             // QEMU may close the socket before answering.
-            Err(qapi::ExecuteError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(()),
-            Err(e) => Err(e.into()),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }
@@ -101,5 +119,79 @@ impl Qmp {
 impl Drop for Qmp {
     fn drop(&mut self) {
         self.events.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A real QEMU with no machine, its QMP on `socket`; killed on drop.
+    struct Qemu(std::process::Child);
+
+    impl Qemu {
+        async fn start(socket: &Path) -> Qemu {
+            let child = std::process::Command::new(crate::infra::qemu::qemu_binary())
+                .args(["-machine", "none", "-display", "none", "-nodefaults", "-chardev"])
+                .arg(format!("socket,id=qmp,path={},server=on,wait=off", socket.display()))
+                .args(["-mon", "chardev=qmp,mode=control"])
+                .stdin(std::process::Stdio::null())
+                .spawn()
+                .expect("qemu-system-x86_64 runs");
+            let qemu = Qemu(child);
+            while !socket.exists() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            qemu
+        }
+
+        fn signal(&self, sig: i32) {
+            assert_eq!(unsafe { libc::kill(self.0.id() as i32, sig) }, 0);
+        }
+    }
+
+    impl Drop for Qemu {
+        fn drop(&mut self) {
+            self.signal(libc::SIGCONT);
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// QEMU stopped (SIGSTOP) answers nothing, so a query under a timeout is given up
+    /// before its answer, as when QEMU is busy loading a saved state on a loaded host.
+    /// Without [`InFlight`], the next command panicked in qapi ("duplicate command id
+    /// 0") and the connection's drop aborted the process.
+    #[tokio::test]
+    async fn a_query_given_up_before_its_answer_puts_the_connection_out_of_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("qmp.sock");
+        let qemu = Qemu::start(&socket).await;
+        let qmp = Qmp::connect(&socket).await.unwrap();
+        assert_eq!(qmp.run_state().await.unwrap(), "running");
+        assert!(!qmp.out_of_step());
+
+        qemu.signal(libc::SIGSTOP);
+        let given_up = tokio::time::timeout(Duration::from_millis(200), qmp.run_state()).await;
+        assert!(given_up.is_err(), "a stopped QEMU answered: {given_up:?}");
+        assert!(qmp.out_of_step());
+        qemu.signal(libc::SIGCONT);
+
+        // The next command is refused without being sent, and stays refused.
+        for _ in 0..2 {
+            let e = qmp.running().await.unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+            assert!(e.to_string().contains("QMP connection out of step"), "{e}");
+        }
+
+        // A new connection is in step: QEMU takes it once the old one is closed.
+        drop(qmp);
+        let again = tokio::time::timeout(Duration::from_secs(5), Qmp::connect(&socket)).await.unwrap().unwrap();
+        assert_eq!(again.run_state().await.unwrap(), "running");
+        assert!(!again.out_of_step());
+        // A command that ends in an error (here QEMU exiting) keeps it in step.
+        again.quit().await.unwrap();
+        assert!(!again.out_of_step());
     }
 }

@@ -56,8 +56,6 @@ const QGA_SYNC_WAIT: Duration = Duration::from_secs(2);
 pub const SAVE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Longest [`Vm::resume`] may take (cancelling a migration, `cont`).
 pub const RESUME_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest one QMP query may take while booting.
-const QMP_QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long QEMU gets to exit after QMP `quit` (the command itself included).
 pub const QUIT_GRACE: Duration = Duration::from_secs(5);
 /// How long QEMU gets to exit after SIGTERM before SIGKILL.
@@ -147,6 +145,8 @@ pub struct Vm {
     env: Vec<String>,
     /// Whether a VM started from a saved state has been seen running (or resumed).
     resumed: bool,
+    /// `guest-sync` attempts so far (each sends a fresh id).
+    agent_syncs: i32,
 }
 
 /// The guest's and the host's wall clocks at one moment, nanoseconds since the epoch.
@@ -200,6 +200,7 @@ impl Vm {
             exit: None,
             env: Vec::new(),
             resumed: config.incoming.is_none(),
+            agent_syncs: 0,
         })
     }
 
@@ -299,7 +300,6 @@ impl Vm {
         const DURING: &str = "while booting";
         let start = Instant::now();
         let deadline = start + timeout;
-        let mut attempt: i32 = 0;
         let mut polls = 0;
         loop {
             self.check_alive(DURING)?;
@@ -314,7 +314,8 @@ impl Vm {
             }
             // A VM that loads a saved state answers once the state is loaded and its
             // CPUs run: QEMU resumes it by itself (the state was saved running), else
-            // we do.
+            // we do. QMP answers late while QEMU loads the state or the host is busy:
+            // the query may take until the boot deadline.
             if !self.resumed {
                 if let Some(qmp) = &self.qmp {
                     let query = async {
@@ -324,26 +325,22 @@ impl Vm {
                             _ => false,
                         }
                     };
-                    match or_exit(&mut self.child, tokio::time::timeout(QMP_QUERY_TIMEOUT, query)).await {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match or_exit(&mut self.child, tokio::time::timeout(left, query)).await {
                         Ok(r) => self.resumed = r.unwrap_or(false),
                         Err(st) => return Err(self.exit_error(st, DURING)),
                     }
                 }
+                // A query given up before its answer leaves the connection out of
+                // step: connect again on the next round.
+                if self.qmp.as_ref().is_some_and(Qmp::out_of_step) {
+                    self.qmp = None;
+                }
             }
             if self.resumed && self.config.qga_socket.exists() {
-                attempt += 1;
-                let id = (std::process::id() as i32).wrapping_mul(1000).wrapping_add(attempt) & 0x7fff_ffff;
                 let wait = QGA_SYNC_WAIT.min(deadline.saturating_duration_since(Instant::now()));
-                // Bounded twice: the sync by `wait`, the connection by `wait` plus a second.
-                let connect =
-                    tokio::time::timeout(wait + POLL * 10, Qga::try_connect(&self.config.qga_socket, wait, id));
-                match or_exit(&mut self.child, connect).await {
-                    Ok(Ok(Ok(Some(qga)))) => {
-                        self.qga = Some(qga);
-                        return Ok(start.elapsed());
-                    }
-                    Ok(_) => {}
-                    Err(st) => return Err(self.exit_error(st, DURING)),
+                if self.connect_agent(wait, DURING).await? {
+                    return Ok(start.elapsed());
                 }
             }
             if Instant::now() >= deadline {
@@ -358,6 +355,49 @@ impl Vm {
                 return Err(self.exit_error(st, DURING));
             }
             polls += 1;
+        }
+    }
+
+    /// One attempt to connect to the guest agent: a new connection and a `guest-sync`
+    /// with a fresh id, answered within `wait` (the connection itself bounded by `wait`
+    /// plus a second). `true` (and the agent connected) if it answered.
+    ///
+    /// Errors: [`VmError::Exited`] as soon as QEMU exits.
+    async fn connect_agent(&mut self, wait: Duration, during: &str) -> Result<bool, VmError> {
+        self.qga = None;
+        self.agent_syncs += 1;
+        let id = (std::process::id() as i32).wrapping_mul(1000).wrapping_add(self.agent_syncs) & 0x7fff_ffff;
+        let connect = tokio::time::timeout(wait + POLL * 10, Qga::try_connect(&self.config.qga_socket, wait, id));
+        match or_exit(&mut self.child, connect).await {
+            Ok(Ok(Ok(Some(qga)))) => {
+                self.qga = Some(qga);
+                Ok(true)
+            }
+            Ok(_) => Ok(false),
+            Err(st) => Err(self.exit_error(st, during)),
+        }
+    }
+
+    /// Replaces a QMP connection that is out of step (a command on it was given up
+    /// before its answer, e.g. a save that timed out) with a new one, waiting up to
+    /// [`QMP_CONNECT_TIMEOUT`] for QEMU's greeting. Nothing if it is in step or absent.
+    ///
+    /// Errors: the new connection failed or timed out (no QMP connection is left).
+    async fn renew_qmp(&mut self) -> std::io::Result<()> {
+        if !self.qmp.as_ref().is_some_and(Qmp::out_of_step) {
+            return Ok(());
+        }
+        // Dropping the old connection closes its socket: QEMU then takes the next client.
+        self.qmp = None;
+        match tokio::time::timeout(QMP_CONNECT_TIMEOUT, Qmp::connect(&self.config.qmp_socket)).await {
+            Ok(Ok(qmp)) => {
+                self.qmp = Some(qmp);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => {
+                Err(std::io::Error::other(format!("QMP did not greet again within {}s", QMP_CONNECT_TIMEOUT.as_secs())))
+            }
         }
     }
 
@@ -399,6 +439,9 @@ impl Vm {
     /// still not running after [`RESUME_TIMEOUT`].
     pub async fn resume(&mut self) -> Result<(), VmError> {
         const DURING: &str = "while resuming the guest";
+        if let Err(e) = self.renew_qmp().await {
+            return Err(VmError::Agent { vm: self.name.clone(), source: e });
+        }
         let Some(qmp) = self.qmp.as_ref() else { return Ok(()) };
         let resume = async {
             if qmp.migration_active().await? {
@@ -461,6 +504,18 @@ impl Vm {
         self.check_alive(&during)?;
         let deadline = Instant::now() + timeout;
         let timed_out = |vm: &Vm| VmError::StepTimeout { vm: vm.name.clone(), step: step.into(), timeout };
+        // An agent connection out of step (an earlier request, e.g. a clock sample, was
+        // given up before its answer) is replaced: a new connection and `guest-sync`.
+        if self.qga.as_ref().is_some_and(Qga::out_of_step) {
+            while !self
+                .connect_agent(QGA_SYNC_WAIT.min(deadline.saturating_duration_since(Instant::now())), &during)
+                .await?
+            {
+                if Instant::now() >= deadline {
+                    return Err(timed_out(self));
+                }
+            }
+        }
         let Some(qga) = self.qga.as_ref() else {
             return Err(VmError::Agent { vm: self.name.clone(), source: std::io::Error::other("not connected") });
         };
@@ -511,8 +566,9 @@ impl Vm {
             return Ending::AlreadyExited;
         }
         if let Some(qmp) = self.qmp.take() {
+            // A `quit` that QMP refused (or could not send: out of step) is not waited on.
             let quit = async {
-                let _ = qmp.quit().await;
+                qmp.quit().await?;
                 self.child.wait().await
             };
             if let Ok(Ok(st)) = tokio::time::timeout(QUIT_GRACE, quit).await {
