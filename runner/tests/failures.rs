@@ -256,6 +256,64 @@ fn qemu_killed_from_outside_is_noticed_at_once() {
     sb.assert_no_leftovers();
 }
 
+/// QEMU answers QMP late while it loads a saved state on a busy host: in CI (stop 22)
+/// a `query-status` took over the runner's 2 s, the runner gave it up, sent the next
+/// one and aborted inside qapi ("QAPI duplicate command id 0"), taking every test of
+/// the binary with it. Here alpha's QEMU is stopped for 4 s right after the runner
+/// connected to its QMP, while it restores; the run must pass as on a slow host.
+#[test]
+fn a_qemu_that_stalls_while_restoring_its_saved_state_still_boots() {
+    const STALL: Duration = Duration::from_secs(4);
+    let _lock = vm_lock();
+    let sb = Sandbox::new("stalled-restore");
+    // The first run saves the kind's state, if no earlier run did.
+    let first = sb.run(sb.command(&fixture("stalled-restore")), RUN_LIMIT);
+    assert_eq!(first.code, EXIT_OK, "output:\n{}", first.output);
+
+    let mut r = sb.spawn(sb.command(&fixture("stalled-restore")));
+    r.wait_for_line("vm alpha: starting from its kind's saved state", RUN_LIMIT);
+    let (alpha, qmp_socket) = loop {
+        if let Some(p) = qemu_of(r.pid(), "alpha") {
+            let socket = p.cmdline.split("socket,id=qmp,path=").nth(1).and_then(|s| s.split(',').next());
+            if let Some(socket) = socket.map(PathBuf::from).filter(|s| s.exists()) {
+                break (p, socket);
+            }
+        }
+        assert!(!r.try_done(), "the run ended before alpha's QMP socket appeared:\n{}", r.output());
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Once the runner is connected (the accepted end is in the runner's network
+    // namespace; QEMU's is the run's own) it negotiates at once and then polls
+    // `query-status` every 10-100 ms until the guest runs.
+    while unix_socket_ends(r.pid(), &qmp_socket) < 1 {
+        assert!(!r.try_done(), "the run ended before it connected to alpha's QMP:\n{}", r.output());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let pid = nix::unistd::Pid::from_raw(alpha.pid as i32);
+    nix::sys::signal::kill(pid, Signal::SIGSTOP).unwrap();
+    let stopped = Instant::now();
+    std::thread::sleep(STALL);
+    // Fails (ESRCH) if the runner died meanwhile and took its QEMUs with it: the exit
+    // code below shows its output.
+    let _ = nix::sys::signal::kill(pid, Signal::SIGCONT);
+    let fin = r.wait(RUN_LIMIT);
+
+    assert_eq!(fin.code, EXIT_OK, "output:\n{}", fin.output);
+    let ready = fin.line_time("vm alpha: ready after").expect("alpha is reported ready");
+    assert!(
+        ready > stopped + STALL,
+        "alpha was ready before the stall ended: the stall came too late to test anything"
+    );
+    assert!(qmp_socket.starts_with(&sb.tmp), "QMP socket {} is the run's", qmp_socket.display());
+    assert_contains(&fin.output, "vm bravo: step ping-alpha passed", "bravo's step");
+    let dirs = sb.run_dirs();
+    let run = read_json(&dirs.last().expect("two run folders").join("run.json"));
+    assert_eq!(run["status"], "passed");
+    assert_eq!(vm(&run, "alpha")["ending"], "quit", "QMP still works after the stall: quit, not SIGTERM");
+    sb.assert_no_leftovers();
+}
+
 /// How the interrupt tests deliver their signal.
 #[derive(Debug, Clone, Copy)]
 enum Delivery {

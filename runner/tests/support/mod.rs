@@ -490,6 +490,15 @@ pub fn qemu_of(runner: u32, vm: &str) -> Option<Proc> {
     family(runner).into_iter().find(|p| format!("{} ", p.cmdline).contains(&tag))
 }
 
+/// How many unix sockets named `path` the network namespace of process `pid` has
+/// (`/proc/<pid>/net/unix`). A server's listening socket is in its own namespace; each
+/// connection it accepted is in the namespace of the process that connected.
+pub fn unix_socket_ends(pid: u32, path: &Path) -> usize {
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/unix")).unwrap_or_default();
+    let path = path.to_string_lossy();
+    table.lines().filter(|l| l.split_whitespace().nth(7) == Some(&*path)).count()
+}
+
 /// Processes, or open file descriptors, in network namespace `inode`, described.
 pub fn holders_of_netns(inode: u64) -> Vec<String> {
     let target = format!("net:[{inode}]");
