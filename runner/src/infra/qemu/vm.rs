@@ -506,6 +506,9 @@ impl Vm {
         let timed_out = |vm: &Vm| VmError::StepTimeout { vm: vm.name.clone(), step: step.into(), timeout };
         // An agent connection out of step (an earlier request, e.g. a clock sample, was
         // given up before its answer) is replaced: a new connection and `guest-sync`.
+        // Between attempts no connection is open for a moment, as between `wait_ready`'s,
+        // so that a late answer to an old request is less likely to reach the next one
+        // (a `guest-sync` that gets it fails, and is tried again).
         if self.qga.as_ref().is_some_and(Qga::out_of_step) {
             while !self
                 .connect_agent(QGA_SYNC_WAIT.min(deadline.saturating_duration_since(Instant::now())), &during)
@@ -513,6 +516,9 @@ impl Vm {
             {
                 if Instant::now() >= deadline {
                     return Err(timed_out(self));
+                }
+                if let Err(st) = or_exit(&mut self.child, tokio::time::sleep(POLL)).await {
+                    return Err(self.exit_error(st, &during));
                 }
             }
         }
