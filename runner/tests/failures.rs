@@ -289,7 +289,7 @@ fn a_qemu_that_stalls_while_restoring_its_saved_state_still_boots() {
         assert!(!r.try_done(), "the run ended before it connected to alpha's QMP:\n{}", r.output());
         std::thread::sleep(Duration::from_millis(5));
     }
-    std::thread::sleep(Duration::from_millis(50));
+    std::thread::sleep(Duration::from_millis(20));
     let pid = nix::unistd::Pid::from_raw(alpha.pid as i32);
     nix::sys::signal::kill(pid, Signal::SIGSTOP).unwrap();
     let stopped = Instant::now();

@@ -12,7 +12,9 @@
 //! poisoned lock and aborts the whole process. A late answer would also be taken as
 //! the answer to the next command.
 //!
-//! [`InFlight::run`] wraps every command: once one was dropped unanswered, the
+//! [`InFlight::run`] wraps every command (one at a time per connection, as `Vm`'s
+//! `&mut self` methods issue them: a second command waiting for qapi's write lock when
+//! the first is dropped would not be stopped): once one was dropped unanswered, the
 //! connection refuses further commands with an [`std::io::ErrorKind::BrokenPipe`]
 //! error and [`InFlight::abandoned`] says so; its owner reconnects (see
 //! [`super::vm::Vm`]).

@@ -1,6 +1,8 @@
-//! Guest agent (QGA) client over the VM's virtio-serial unix socket, via the `qapi`
-//! crate: `guest-sync` to find a live agent, `guest-exec` + `guest-exec-status` to run
-//! commands with captured stdout, stderr and exit status.
+//! Guest agent (QGA) client over the VM's virtio-serial unix socket:
+//! `guest-sync-delimited` (by hand, on the raw socket) to find a live agent and drop
+//! what it still had to say to earlier connections, then, via the `qapi` crate,
+//! `guest-exec` + `guest-exec-status` to run commands with captured stdout, stderr and
+//! exit status.
 
 use std::path::Path;
 use std::time::Duration;
@@ -52,19 +54,68 @@ pub struct ExecResult {
     pub truncated: bool,
 }
 
-impl Qga {
-    /// Connects to `socket` and waits up to `wait` for the agent to answer a
-    /// `guest-sync` with a fresh id. `Ok(None)` means no answer yet (try again).
-    pub async fn try_connect(socket: &Path, wait: Duration, sync_id: i32) -> std::io::Result<Option<Qga>> {
-        let stream = QgaStreamTokio::open_uds(socket).await?;
-        let (service, events) = stream.spawn_tokio();
-        match tokio::time::timeout(wait, service.guest_sync(sync_id)).await {
-            Ok(Ok(())) => Ok(Some(Qga { service, events, inflight: InFlight::default() })),
-            Ok(Err(_)) | Err(_) => {
-                events.abort();
-                Ok(None)
+/// The sentinel byte of `guest-sync-delimited`: the client sends it before the request
+/// (the agent's JSON parser drops any half-read input on it), the agent sends it before
+/// its answer.
+const SENTINEL: u8 = 0xFF;
+
+/// `guest-sync-delimited` with `id` on a new, raw connection, as QEMU's guest agent
+/// protocol asks on connecting and after any client-side timeout: sends the sentinel and
+/// the request, then drops everything the agent sends until a sentinel followed by the
+/// answer `{"return": id}` and its newline. What it drops are late answers to requests
+/// of earlier connections: the guest holds its agent's writes while no client is
+/// connected and hands them to the next one. `Ok(false)`: no such answer within `wait`,
+/// or bytes after it (the agent was not idle).
+///
+/// Errors: writing the request, reading (including the agent's end of file).
+async fn sync_delimited(stream: &mut UnixStream, id: i32, wait: Duration) -> std::io::Result<bool> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut request = vec![SENTINEL];
+    request.extend_from_slice(format!(r#"{{"execute":"guest-sync-delimited","arguments":{{"id":{id}}}}}"#).as_bytes());
+    request.push(b'\n');
+    stream.write_all(&request).await?;
+    let read = async {
+        // The bytes after the last sentinel, while one has been seen.
+        let mut answer: Option<Vec<u8>> = None;
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = stream.read(&mut buf).await?;
+            if n == 0 {
+                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the guest agent's socket closed"));
+            }
+            for (i, &b) in buf[..n].iter().enumerate() {
+                match (&mut answer, b) {
+                    (_, SENTINEL) => answer = Some(Vec::new()),
+                    (None, _) => {}
+                    (Some(line), b'\n') => {
+                        let value: Option<serde_json::Value> = serde_json::from_slice(line).ok();
+                        if value.is_some_and(|v| v.get("return").and_then(|r| r.as_i64()) == Some(id.into())) {
+                            return Ok(i + 1 == n);
+                        }
+                        answer = None;
+                    }
+                    (Some(line), b) => line.push(b),
+                }
             }
         }
+    };
+    tokio::time::timeout(wait, read).await.unwrap_or(Ok(false))
+}
+
+impl Qga {
+    /// Connects to `socket` and waits up to `wait` for the agent to answer a
+    /// `guest-sync-delimited` with `sync_id` (a fresh id each time), dropping what it
+    /// still had to say to earlier connections; then hands the connection to qapi.
+    /// `Ok(None)` means no answer yet (try again).
+    ///
+    /// Errors: the socket can't be connected to.
+    pub async fn try_connect(socket: &Path, wait: Duration, sync_id: i32) -> std::io::Result<Option<Qga>> {
+        let mut stream = UnixStream::connect(socket).await?;
+        if !matches!(sync_delimited(&mut stream, sync_id, wait).await, Ok(true)) {
+            return Ok(None);
+        }
+        let (service, events) = QgaStreamTokio::open(stream).spawn_tokio();
+        Ok(Some(Qga { service, events, inflight: InFlight::default() }))
     }
 
     /// `command`, through [`InFlight`].
@@ -125,5 +176,67 @@ impl Qga {
 impl Drop for Qga {
     fn drop(&mut self) {
         self.events.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    /// A fake guest agent for one connection on `socket`: reads the sentinel and the
+    /// `guest-sync-delimited` request, writes `held` (what a guest held for earlier
+    /// connections), then, if `answer`, its answer to the request; then answers one more
+    /// request with `{"return": 42}`. Returns the request lines it read.
+    fn fake_agent(socket: &Path, held: &'static [u8], answer: bool) -> tokio::task::JoinHandle<Vec<Vec<u8>>> {
+        let listener = tokio::net::UnixListener::bind(socket).unwrap();
+        tokio::spawn(async move {
+            let (conn, _) = listener.accept().await.unwrap();
+            let (read, mut write) = tokio::io::split(conn);
+            let mut read = BufReader::new(read);
+            let mut requests = Vec::new();
+            let mut line = Vec::new();
+            read.read_until(b'\n', &mut line).await.unwrap();
+            let request: serde_json::Value = serde_json::from_slice(line.strip_prefix(&[SENTINEL]).unwrap()).unwrap();
+            requests.push(line.clone());
+            write.write_all(held).await.unwrap();
+            if answer {
+                let mut answer = vec![SENTINEL];
+                answer.extend_from_slice(format!("{{\"return\": {}}}\n", request["arguments"]["id"]).as_bytes());
+                write.write_all(&answer).await.unwrap();
+            }
+            line.clear();
+            if read.read_until(b'\n', &mut line).await.unwrap_or(0) > 0 {
+                requests.push(line.clone());
+                write.write_all(b"{\"return\": 42}\n").await.unwrap();
+            }
+            requests
+        })
+    }
+
+    #[tokio::test]
+    async fn the_sync_drops_what_the_agent_held_for_earlier_connections() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("qga.sock");
+        // A late guest-exec-status answer, an earlier connection's sync answer (another
+        // id), a late guest-get-time answer: all before this connection's answer.
+        let held: &[u8] = b"{\"return\": {\"exited\": false}}\n\xff{\"return\": 999}\n{\"return\": 5}\n";
+        let agent = fake_agent(&socket, held, true);
+        let qga = Qga::try_connect(&socket, Duration::from_secs(5), 1234).await.unwrap().expect("synced");
+        assert_eq!(qga.time_ns().await.unwrap(), 42, "the next request gets its own answer");
+        drop(qga);
+        let requests = agent.await.unwrap();
+        assert_eq!(requests[0], b"\xff{\"execute\":\"guest-sync-delimited\",\"arguments\":{\"id\":1234}}\n");
+        assert!(String::from_utf8_lossy(&requests[1]).contains("guest-get-time"), "{requests:?}");
+    }
+
+    #[tokio::test]
+    async fn only_late_answers_are_no_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("qga.sock");
+        let agent = fake_agent(&socket, b"\xff{\"return\": 999}\n{\"return\": 5}\n", false);
+        let qga = Qga::try_connect(&socket, Duration::from_millis(200), 1234).await.unwrap();
+        assert!(qga.is_none(), "no answer with this connection's id: try again");
+        agent.abort();
     }
 }

@@ -139,8 +139,11 @@ mod tests {
                 .stdin(std::process::Stdio::null())
                 .spawn()
                 .expect("qemu-system-x86_64 runs");
-            let qemu = Qemu(child);
+            let mut qemu = Qemu(child);
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
             while !socket.exists() {
+                assert!(qemu.0.try_wait().unwrap().is_none(), "QEMU exited before creating its QMP socket");
+                assert!(std::time::Instant::now() < deadline, "no QMP socket after 20 s");
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             qemu

@@ -50,7 +50,7 @@ pub fn step_poll_delay(n: u32) -> Duration {
 pub const CONSOLE_TAIL_LINES: usize = 25;
 /// Longest wait for QMP's greeting and capability negotiation once its socket exists.
 const QMP_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Longest wait for one guest-agent `guest-sync` answer while booting (then retried).
+/// Longest wait for one guest-agent `guest-sync-delimited` answer (then retried).
 const QGA_SYNC_WAIT: Duration = Duration::from_secs(2);
 /// Longest a VM state save may take (a few hundred MB written to the cache's disk).
 pub const SAVE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -145,7 +145,7 @@ pub struct Vm {
     env: Vec<String>,
     /// Whether a VM started from a saved state has been seen running (or resumed).
     resumed: bool,
-    /// `guest-sync` attempts so far (each sends a fresh id).
+    /// `guest-sync-delimited` attempts so far (each sends a fresh id).
     agent_syncs: i32,
 }
 
@@ -331,8 +331,8 @@ impl Vm {
                         Err(st) => return Err(self.exit_error(st, DURING)),
                     }
                 }
-                // A query given up before its answer leaves the connection out of
-                // step: connect again on the next round.
+                // A query given up before its answer (only at the boot deadline, so the
+                // wait ends below) must not be followed by another on its connection.
                 if self.qmp.as_ref().is_some_and(Qmp::out_of_step) {
                     self.qmp = None;
                 }
@@ -358,7 +358,7 @@ impl Vm {
         }
     }
 
-    /// One attempt to connect to the guest agent: a new connection and a `guest-sync`
+    /// One attempt to connect to the guest agent: a new connection and a `guest-sync-delimited`
     /// with a fresh id, answered within `wait` (the connection itself bounded by `wait`
     /// plus a second). `true` (and the agent connected) if it answered.
     ///
@@ -382,22 +382,26 @@ impl Vm {
     /// before its answer, e.g. a save that timed out) with a new one, waiting up to
     /// [`QMP_CONNECT_TIMEOUT`] for QEMU's greeting. Nothing if it is in step or absent.
     ///
-    /// Errors: the new connection failed or timed out (no QMP connection is left).
-    async fn renew_qmp(&mut self) -> std::io::Result<()> {
+    /// Errors: the new connection failed or timed out (no QMP connection is left), or
+    /// QEMU exited meanwhile.
+    async fn renew_qmp(&mut self) -> Result<(), RenewError> {
         if !self.qmp.as_ref().is_some_and(Qmp::out_of_step) {
             return Ok(());
         }
         // Dropping the old connection closes its socket: QEMU then takes the next client.
         self.qmp = None;
-        match tokio::time::timeout(QMP_CONNECT_TIMEOUT, Qmp::connect(&self.config.qmp_socket)).await {
-            Ok(Ok(qmp)) => {
+        let connect = tokio::time::timeout(QMP_CONNECT_TIMEOUT, Qmp::connect(&self.config.qmp_socket));
+        match or_exit(&mut self.child, connect).await {
+            Ok(Ok(Ok(qmp))) => {
                 self.qmp = Some(qmp);
                 Ok(())
             }
-            Ok(Err(e)) => Err(e),
-            Err(_) => {
-                Err(std::io::Error::other(format!("QMP did not greet again within {}s", QMP_CONNECT_TIMEOUT.as_secs())))
-            }
+            Ok(Ok(Err(e))) => Err(RenewError::Connect(e)),
+            Ok(Err(_)) => Err(RenewError::Connect(std::io::Error::other(format!(
+                "QMP did not greet again within {}s",
+                QMP_CONNECT_TIMEOUT.as_secs()
+            )))),
+            Err(st) => Err(RenewError::Exited(st)),
         }
     }
 
@@ -439,8 +443,10 @@ impl Vm {
     /// still not running after [`RESUME_TIMEOUT`].
     pub async fn resume(&mut self) -> Result<(), VmError> {
         const DURING: &str = "while resuming the guest";
-        if let Err(e) = self.renew_qmp().await {
-            return Err(VmError::Agent { vm: self.name.clone(), source: e });
+        match self.renew_qmp().await {
+            Ok(()) => {}
+            Err(RenewError::Connect(e)) => return Err(VmError::Agent { vm: self.name.clone(), source: e }),
+            Err(RenewError::Exited(st)) => return Err(self.exit_error(st, DURING)),
         }
         let Some(qmp) = self.qmp.as_ref() else { return Ok(()) };
         let resume = async {
@@ -505,26 +511,28 @@ impl Vm {
         let deadline = Instant::now() + timeout;
         let timed_out = |vm: &Vm| VmError::StepTimeout { vm: vm.name.clone(), step: step.into(), timeout };
         // An agent connection out of step (an earlier request, e.g. a clock sample, was
-        // given up before its answer) is replaced: a new connection and `guest-sync`.
-        // Between attempts no connection is open for a moment, as between `wait_ready`'s,
-        // so that a late answer to an old request is less likely to reach the next one
-        // (a `guest-sync` that gets it fails, and is tried again).
-        if self.qga.as_ref().is_some_and(Qga::out_of_step) {
+        // given up before its answer), or lost to an earlier failed attempt, is replaced:
+        // a new connection whose `guest-sync-delimited` drops the late answers.
+        if self.qga.as_ref().is_none_or(Qga::out_of_step) {
             while !self
                 .connect_agent(QGA_SYNC_WAIT.min(deadline.saturating_duration_since(Instant::now())), &during)
                 .await?
             {
                 if Instant::now() >= deadline {
-                    return Err(timed_out(self));
+                    return Err(VmError::Agent {
+                        vm: self.name.clone(),
+                        source: std::io::Error::other(format!(
+                            "no answer to guest-sync-delimited on a new connection {during}, within the step's timeout ({}s)",
+                            timeout.as_secs()
+                        )),
+                    });
                 }
                 if let Err(st) = or_exit(&mut self.child, tokio::time::sleep(POLL)).await {
                     return Err(self.exit_error(st, &during));
                 }
             }
         }
-        let Some(qga) = self.qga.as_ref() else {
-            return Err(VmError::Agent { vm: self.name.clone(), source: std::io::Error::other("not connected") });
-        };
+        let qga = self.qga.as_ref().expect("connected above");
         let argv = ["-c".to_string(), script.to_string()];
         let spawn = tokio::time::timeout(timeout, qga.spawn("/bin/sh", &argv, stdin, &self.env));
         let pid = match or_exit(&mut self.child, spawn).await {
@@ -559,7 +567,7 @@ impl Vm {
         }
     }
 
-    /// Stops the VM: QMP `quit` (if QMP is connected) with [`QUIT_GRACE`], then SIGTERM
+    /// Stops the VM: QMP `quit` (if QMP is connected and in step) with [`QUIT_GRACE`], then SIGTERM
     /// to its process group with [`TERM_GRACE`], then SIGKILL. Always reaps QEMU, so
     /// when this returns no process of this VM is left; takes at most about 8 s.
     pub async fn shutdown(&mut self) -> Ending {
@@ -571,10 +579,10 @@ impl Vm {
             }
             return Ending::AlreadyExited;
         }
-        if let Some(qmp) = self.qmp.take() {
-            // A `quit` that QMP refused (or could not send: out of step) is not waited on.
+        // A connection out of step can't send `quit`: SIGTERM at once.
+        if let Some(qmp) = self.qmp.take().filter(|q| !q.out_of_step()) {
             let quit = async {
-                qmp.quit().await?;
+                let _ = qmp.quit().await;
                 self.child.wait().await
             };
             if let Ok(Ok(st)) = tokio::time::timeout(QUIT_GRACE, quit).await {
@@ -611,6 +619,14 @@ impl Drop for Vm {
             let _ = self.child.start_kill();
         }
     }
+}
+
+/// Why [`Vm::renew_qmp`] failed.
+enum RenewError {
+    /// The new connection failed or timed out.
+    Connect(std::io::Error),
+    /// QEMU exited (its status, as [`or_exit`] gives it).
+    Exited(std::io::Result<std::process::ExitStatus>),
 }
 
 /// Awaits `fut` unless `child` exits first; then `Err` with its exit status. The exit is
