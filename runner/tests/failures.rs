@@ -284,12 +284,15 @@ fn a_qemu_that_stalls_while_restoring_its_saved_state_still_boots() {
     };
     // Once the runner is connected (the accepted end is in the runner's network
     // namespace; QEMU's is the run's own) it negotiates at once and then polls
-    // `query-status` every 10-100 ms until the guest runs.
+    // `query-status` every 10-100 ms until the guest runs. 50 ms later it is polling
+    // (at 20 ms it was often still negotiating, which has a 5 s timeout of its own, and
+    // the binary before the fix passed); the guest is not ready yet: that takes the
+    // restore, the agent's sync and the identity command.
     while unix_socket_ends(r.pid(), &qmp_socket) < 1 {
         assert!(!r.try_done(), "the run ended before it connected to alpha's QMP:\n{}", r.output());
         std::thread::sleep(Duration::from_millis(5));
     }
-    std::thread::sleep(Duration::from_millis(20));
+    std::thread::sleep(Duration::from_millis(50));
     let pid = nix::unistd::Pid::from_raw(alpha.pid as i32);
     nix::sys::signal::kill(pid, Signal::SIGSTOP).unwrap();
     let stopped = Instant::now();
