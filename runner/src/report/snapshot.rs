@@ -287,10 +287,10 @@ fn norm_nfs(r: &NfsResults, m: &MeasurementResult, policy: &SnapshotPolicy) -> N
                     udp_loss_signs: (c.mount.transport.as_deref() == Some("udp")).then(|| {
                         let failures = if total("ip_reassembly_failures").unwrap_or(0) > 0 { "> 0" } else { "0" };
                         let retransmissions = retransmission_class(total("rpc_retransmissions"), total("rpc_calls"));
-                        [("ip_reassembly_failures", failures), ("rpc_retransmissions", retransmissions)]
-                            .into_iter()
-                            .map(|(k, class)| (k.to_string(), class))
-                            .collect()
+                        std::collections::BTreeMap::from([
+                            ("ip_reassembly_failures".to_string(), failures),
+                            ("rpc_retransmissions".to_string(), retransmissions),
+                        ])
                     }),
                     zero_over_tcp: tcp.then(|| {
                         ["ip_reassembly_failures", "ip_fragments_dropped_after_timeout", "rpc_retransmissions"]

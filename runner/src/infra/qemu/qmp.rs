@@ -28,12 +28,31 @@ impl std::fmt::Debug for Qmp {
 }
 
 impl Qmp {
-    /// Connects to `socket` and negotiates capabilities.
+    /// Connects to `socket`, drops what QEMU still had for an earlier client
+    /// (`skip_to_greeting`), and negotiates capabilities.
+    ///
+    /// Errors: the socket can't be connected to, it closed, or the greeting or the
+    /// negotiation failed.
     pub async fn connect(socket: &Path) -> std::io::Result<Qmp> {
-        let stream = QmpStreamTokio::open_uds(socket).await?;
-        let stream = stream.negotiate().await?;
+        use tokio::io::AsyncReadExt;
+        let (read, write) = tokio::io::split(UnixStream::connect(socket).await?);
+        let mut read = tokio::io::BufReader::new(read);
+        let greeting = skip_to_greeting(&mut read).await?;
+        // qapi reads the greeting itself: it gets it back, then the rest of the stream.
+        let read = std::io::Cursor::new(greeting).chain(read);
+        let stream = QmpStreamTokio::open_split(read, write).await?.negotiate().await?;
         let (service, events) = stream.spawn_tokio();
         Ok(Qmp { service, events, inflight: InFlight::default() })
+    }
+
+    /// Closes a connection, first waiting up to `limit` for the late answer that put it
+    /// out of step: QEMU sends an answer to whichever client is connected when it is
+    /// ready, so a new connection opened before it came would get it in place of its
+    /// own. qapi's reader ends once it has that answer (no one is left to take it).
+    pub async fn close(mut self, limit: std::time::Duration) {
+        if self.out_of_step() {
+            let _ = tokio::time::timeout(limit, &mut self.events).await;
+        }
     }
 
     /// `command`, through [`InFlight`].
@@ -116,6 +135,25 @@ impl Qmp {
     }
 }
 
+/// QEMU's monitor keeps what it had not sent to a client that left (the late answer to
+/// a command given up on) and sends it to the next client before the greeting; qapi takes
+/// the first line for the greeting. Reads whole lines until one starts as the greeting
+/// does (`{"QMP":`) and returns that line, dropping those before it.
+///
+/// Errors: reading the socket, or its end before a greeting.
+async fn skip_to_greeting(read: &mut (impl tokio::io::AsyncBufRead + Unpin)) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncBufReadExt;
+    loop {
+        let mut line = Vec::new();
+        if read.read_until(b'\n', &mut line).await? == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "QMP closed before its greeting"));
+        }
+        if line.starts_with(br#"{"QMP":"#) {
+            return Ok(line);
+        }
+    }
+}
+
 impl Drop for Qmp {
     fn drop(&mut self) {
         self.events.abort();
@@ -188,8 +226,9 @@ mod tests {
             assert!(e.to_string().contains("QMP connection out of step"), "{e}");
         }
 
-        // A new connection is in step: QEMU takes it once the old one is closed.
-        drop(qmp);
+        // A new connection is in step: QEMU takes it once the old one is closed (after
+        // the late answer came to it).
+        qmp.close(Duration::from_secs(5)).await;
         let again = tokio::time::timeout(Duration::from_secs(5), Qmp::connect(&socket)).await.unwrap().unwrap();
         assert_eq!(again.run_state().await.unwrap(), "running");
         assert!(!again.out_of_step());

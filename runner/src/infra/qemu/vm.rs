@@ -305,11 +305,9 @@ impl Vm {
             self.check_alive(DURING)?;
             let left = deadline.saturating_duration_since(Instant::now());
             if self.qmp.is_none() && self.config.qmp_socket.exists() {
-                let connect =
-                    tokio::time::timeout(QMP_CONNECT_TIMEOUT.min(left), Qmp::connect(&self.config.qmp_socket));
-                match or_exit(&mut self.child, connect).await {
-                    Ok(r) => self.qmp = r.ok().and_then(Result::ok),
-                    Err(st) => return Err(self.exit_error(st, DURING)),
+                // Not connected yet: tried again on the next round.
+                if let Err(st) = self.connect_qmp(QMP_CONNECT_TIMEOUT.min(left)).await {
+                    return Err(self.exit_error(st, DURING));
                 }
             }
             // A VM that loads a saved state answers once the state is loaded and its
@@ -330,11 +328,6 @@ impl Vm {
                         Ok(r) => self.resumed = r.unwrap_or(false),
                         Err(st) => return Err(self.exit_error(st, DURING)),
                     }
-                }
-                // A query given up before its answer (only at the boot deadline, so the
-                // wait ends below) must not be followed by another on its connection.
-                if self.qmp.as_ref().is_some_and(Qmp::out_of_step) {
-                    self.qmp = None;
                 }
             }
             if self.resumed && self.config.qga_socket.exists() {
@@ -378,31 +371,28 @@ impl Vm {
         }
     }
 
-    /// Replaces a QMP connection that is out of step (a command on it was given up
-    /// before its answer, e.g. a save that timed out) with a new one, waiting up to
-    /// [`QMP_CONNECT_TIMEOUT`] for QEMU's greeting. Nothing if it is in step or absent.
+    /// Connects QMP anew, replacing any connection ([`Qmp::close`], up to `limit`, after
+    /// which QEMU takes the next client), waiting up to `limit` for QEMU's greeting and
+    /// the capability negotiation.
     ///
-    /// Errors: the new connection failed or timed out (no QMP connection is left), or
-    /// QEMU exited meanwhile.
-    async fn renew_qmp(&mut self) -> Result<(), RenewError> {
-        if !self.qmp.as_ref().is_some_and(Qmp::out_of_step) {
-            return Ok(());
+    /// Errors: outer, QEMU exited meanwhile (its status as [`or_exit`] gives it); inner,
+    /// the connection failed or timed out (no QMP connection is left).
+    async fn connect_qmp(
+        &mut self,
+        limit: Duration,
+    ) -> Result<std::io::Result<()>, std::io::Result<std::process::ExitStatus>> {
+        if let Some(old) = self.qmp.take() {
+            or_exit(&mut self.child, old.close(limit)).await?;
         }
-        // Dropping the old connection closes its socket: QEMU then takes the next client.
-        self.qmp = None;
-        let connect = tokio::time::timeout(QMP_CONNECT_TIMEOUT, Qmp::connect(&self.config.qmp_socket));
-        match or_exit(&mut self.child, connect).await {
-            Ok(Ok(Ok(qmp))) => {
+        let connect = tokio::time::timeout(limit, Qmp::connect(&self.config.qmp_socket));
+        Ok(match or_exit(&mut self.child, connect).await? {
+            Ok(Ok(qmp)) => {
                 self.qmp = Some(qmp);
                 Ok(())
             }
-            Ok(Ok(Err(e))) => Err(RenewError::Connect(e)),
-            Ok(Err(_)) => Err(RenewError::Connect(std::io::Error::other(format!(
-                "QMP did not greet again within {}s",
-                QMP_CONNECT_TIMEOUT.as_secs()
-            )))),
-            Err(st) => Err(RenewError::Exited(st)),
-        }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(std::io::Error::other(format!("QMP did not greet within {}s", limit.as_secs()))),
+        })
     }
 
     /// The configuration QEMU was started with.
@@ -443,10 +433,13 @@ impl Vm {
     /// still not running after [`RESUME_TIMEOUT`].
     pub async fn resume(&mut self) -> Result<(), VmError> {
         const DURING: &str = "while resuming the guest";
-        match self.renew_qmp().await {
-            Ok(()) => {}
-            Err(RenewError::Connect(e)) => return Err(VmError::Agent { vm: self.name.clone(), source: e }),
-            Err(RenewError::Exited(st)) => return Err(self.exit_error(st, DURING)),
+        // A connection out of step (a save that timed out mid-command) is replaced.
+        if self.qmp.as_ref().is_some_and(Qmp::out_of_step) {
+            match self.connect_qmp(QMP_CONNECT_TIMEOUT).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(VmError::Agent { vm: self.name.clone(), source: e }),
+                Err(st) => return Err(self.exit_error(st, DURING)),
+            }
         }
         let Some(qmp) = self.qmp.as_ref() else { return Ok(()) };
         let resume = async {
@@ -619,14 +612,6 @@ impl Drop for Vm {
             let _ = self.child.start_kill();
         }
     }
-}
-
-/// Why [`Vm::renew_qmp`] failed.
-enum RenewError {
-    /// The new connection failed or timed out.
-    Connect(std::io::Error),
-    /// QEMU exited (its status, as [`or_exit`] gives it).
-    Exited(std::io::Result<std::process::ExitStatus>),
 }
 
 /// Awaits `fut` unless `child` exits first; then `Err` with its exit status. The exit is
