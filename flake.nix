@@ -50,7 +50,7 @@
             --set-default VMREPRO_IMAGES $out/share/vmrepro/images
         '';
       });
-      # The tests that boot no VM (as in README, "Tests"): unit tests, plans, suite
+      # The tests that boot no VM (as in docs/src/contributing.md, "The tests"): unit tests, plans, suite
       # errors, parsers, reports/bundles.
       vmFreeTests = pkgs.rustPlatform.buildRustPackage (common // {
         pname = "vmrepro-vm-free-tests";

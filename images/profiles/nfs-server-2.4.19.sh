@@ -12,7 +12,7 @@
 # This is a MODERN kernel (whatever the suite boots, e.g. Debian 6.1) and today's
 # nfs-utils, configured to behave like the report's file server of 2003, a Linux
 # 2.4.19 kernel. It is not a 2.4.19 kernel. What is reproduced with the defaults (the
-# README's "The server" section gives the source of each number):
+# "2.4.19-style server" of docs/src/server-profiles.md gives the source of each number):
 #   - NFS versions 2 and 3 only, no NFSv4 (2.4.19 had none). NFSv2 only where the
 #     kernel still has it (CONFIG_NFSD_V2; Debian's 5.10 does, 6.1 and later don't):
 #     the versions actually enabled are printed and recorded.

@@ -155,7 +155,7 @@ pub(super) fn doctor() -> i32 {
         outln!("everything a run needs is there");
         exit::SUCCESS
     } else {
-        outln!("{missing} prerequisite(s) missing: runs will fail until they are fixed (README: \"Running as an ordinary user\")");
+        outln!("{missing} prerequisite(s) missing: runs will fail until they are fixed (docs/src/operations/rootless.md: \"Running as an ordinary user\")");
         exit::INFRASTRUCTURE
     }
 }

@@ -1,6 +1,6 @@
 //! What the host must allow an ordinary (non-root) user, checked where it is first
 //! needed, with one message per missing prerequisite that says how to fix it (the
-//! one-time setup is in the README, "Running as an ordinary user").
+//! one-time setup is docs/src/operations/rootless.md, "Running as an ordinary user").
 //!
 //! Root needs none of this. An ordinary user needs:
 //! - unprivileged user namespaces: the run's private network lives in one, and so does

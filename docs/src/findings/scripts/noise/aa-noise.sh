@@ -1,11 +1,11 @@
 #!/bin/bash
 # A/A noise under TCG: suites/nfs-aa-same-kernel.yaml run REPS times per setting,
 # interleaved. Settings: default (plain QEMU), pin (each QEMU pinned by the
-# docs/noise/qemu-pin wrapper), icount (-icount shift=auto, docs/noise/qemu-icount),
+# docs/src/findings/scripts/noise/qemu-pin wrapper), icount (-icount shift=auto, docs/src/findings/scripts/noise/qemu-icount),
 # flag (vmrepro run --pin, the built-in pinning). Run from the repository root:
-#   docs/noise/aa-noise.sh [OUT] [REPS] [SETTING...]
+#   docs/src/findings/scripts/noise/aa-noise.sh [OUT] [REPS] [SETTING...]
 #       (defaults: results/noise, 5, "default pin icount")
-# then: python3 docs/noise/analyse.py OUT
+# then: python3 docs/src/findings/scripts/noise/analyse.py OUT
 set -u
 B=${VMREPRO:-target/debug/vmrepro}
 S=suites/nfs-aa-same-kernel.yaml
@@ -19,8 +19,8 @@ for rep in $(seq 1 "$REPS"); do
     q=qemu-system-x86_64; extra=
     case $cond in
       default) ;;
-      pin) q=$PWD/docs/noise/qemu-pin ;;
-      icount) q=$PWD/docs/noise/qemu-icount ;;
+      pin) q=$PWD/docs/src/findings/scripts/noise/qemu-pin ;;
+      icount) q=$PWD/docs/src/findings/scripts/noise/qemu-icount ;;
       flag) extra=--pin ;;
       *) echo "unknown setting $cond" >&2; exit 2 ;;
     esac

@@ -1,8 +1,8 @@
 #!/bin/bash
-# docs/noise/aa-noise.sh on a busy host: one CPU-bound shell loop per host CPU, at nice
+# docs/src/findings/scripts/noise/aa-noise.sh on a busy host: one CPU-bound shell loop per host CPU, at nice
 # 10, for as long as the A/A runs last (a stand-in for the compilers and kernel builds
 # that shared the host in the first pinning measurement). Run from the repository root:
-#   docs/noise/busy-host.sh OUT REPS SETTING...      e.g. busy-host.sh results/busy 3 default flag
+#   docs/src/findings/scripts/noise/busy-host.sh OUT REPS SETTING...      e.g. busy-host.sh results/busy 3 default flag
 set -u
 pids=()
 for _ in $(seq 1 "$(nproc)"); do

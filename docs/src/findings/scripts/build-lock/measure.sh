@@ -8,7 +8,7 @@
 #   no-lock  each into its OWN empty cache: two locks, two ccaches, so they compile
 #            side by side on the host's cores (what it did before the lock).
 # Each cache is seeded with the rootfs and the downloaded .debs from CACHE so only the
-# kernels are built. Usage: docs/build-lock/measure.sh OUT [CACHE]
+# kernels are built. Usage: docs/src/findings/scripts/build-lock/measure.sh OUT [CACHE]
 set -euo pipefail
 out=${1:?usage: measure.sh OUT [CACHE]}
 seed=${2:-$HOME/.cache/vmrepro}

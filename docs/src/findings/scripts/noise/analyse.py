@@ -1,4 +1,4 @@
-"""Per-setting table and coefficients of variation of docs/noise/aa-noise.sh's runs."""
+"""Per-setting table and coefficients of variation of docs/src/findings/scripts/noise/aa-noise.sh's runs."""
 import json, glob, statistics as st, sys
 OUT = sys.argv[1] if len(sys.argv) > 1 else 'results/noise'
 def cv(xs): return st.stdev(xs)/st.mean(xs) if len(xs) > 1 else float('nan')
