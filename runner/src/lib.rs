@@ -2,8 +2,9 @@
 //!
 //! A suite flows through one pipeline; each top-level module owns one part of it:
 //!
-//! - [`suite`]: the YAML suite: [`suite::spec`] (raw types, loading, located errors) →
-//!   [`suite::validate`] (cross-field rules) → [`suite::plan`] (the typed, expanded plan).
+//! - [`schema`]: the suite as written: raw serde types, loading, located errors.
+//! - [`suite`]: [`schema`] → [`suite::validate`] (cross-field rules) →
+//!   [`suite::compile`] → [`plan`] (the typed, expanded plan, as data).
 //! - [`infra`]: what runs the plan: [`infra::images`] (kernels, rootfs, cache),
 //!   [`infra::net`] (private bridge), [`infra::qemu`] (VMs over QMP and the guest agent).
 //! - [`run`]: executes a plan: boots the VMs, runs the steps, records everything.
@@ -63,5 +64,5 @@ pub mod publish;
 pub mod report;
 pub mod run;
 pub mod scenarios;
-pub mod spec;
+pub mod schema;
 pub mod suite;

@@ -71,7 +71,7 @@ fn beside_others(path: &Path) -> bool {
 
 fn run_suite(path: &Path) -> TestResult {
     let root = support::repo_root();
-    let file = vmrepro::spec::load_suite(path)?;
+    let file = vmrepro::schema::load_suite(path)?;
     let catalog = Catalog::load(&root.join("images"))?;
     let plan = vmrepro::suite::compile(&file, &catalog)?;
     let cache = Cache::from_env();

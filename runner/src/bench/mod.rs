@@ -33,7 +33,7 @@ use crate::infra::images::{resolve_all, Cache, Catalog};
 use crate::infra::qemu::args::Accelerator;
 use crate::plan::Plan;
 use crate::run::{RunOptions, RunRecord};
-use crate::spec::Accel;
+use crate::schema::Accel;
 
 /// Longest bare boot before it counts as failed, seconds.
 const BARE_LIMIT: Duration = Duration::from_secs(120);

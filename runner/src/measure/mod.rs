@@ -23,10 +23,10 @@ use crate::plan::measurement::{
     Better, Bytes, Check, Commands, Expect, MeasuredVm, MeasurementPlan, Metric, Observer, Record, RemoteObserver,
     SnapshotPolicy,
 };
-use crate::spec::measure::{MeasureSpec, ObserverSpec};
+use crate::schema::measure::{MeasureSpec, ObserverSpec};
 
 use crate::plan::{names, Dependency, DEFAULT_REPEAT};
-use crate::spec::SuiteSpec;
+use crate::schema::SuiteSpec;
 
 /// The metric a verdict uses by default.
 pub const DEFAULT_METRIC: &str = "elapsed_s";

@@ -19,7 +19,7 @@ use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
 use crate::infra::images::kernel::KernelSource;
-use crate::spec::{Accel, VmNetSpec};
+use crate::schema::{Accel, VmNetSpec};
 use measurement::{MeasurementPlan, RemoteObserver};
 use nfs_read::NfsPlan;
 

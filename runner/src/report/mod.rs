@@ -72,8 +72,8 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
     }
     let mut t = String::new();
     let better = match p.metric.better {
-        crate::spec::measure::Better::Lower => "lower",
-        crate::spec::measure::Better::Higher => "higher",
+        crate::schema::measure::Better::Lower => "lower",
+        crate::schema::measure::Better::Higher => "higher",
     };
     let _ = writeln!(t, "measurement {}: {} ({better} is better)", m.name, m.metric);
     let show_elapsed = m.metric != "elapsed_s";

@@ -22,7 +22,7 @@ use crate::measure::stats::{Comparison, Verdict};
 use crate::plan::measurement::{MeasurementPlan, SnapshotPolicy};
 use crate::run::RunError;
 use crate::scenarios::nfs_read::results::NfsResults;
-use crate::spec::SnapshotVerdicts;
+use crate::schema::SnapshotVerdicts;
 
 /// The normalised view of a run.
 #[derive(Debug, Serialize)]

@@ -30,7 +30,7 @@ use crate::infra::qemu::args::Accelerator;
 use crate::infra::qemu::state::{StateMeta, StateSupport};
 use crate::infra::qemu::vm::{Vm, VmError};
 use crate::plan::{Plan, StepKind};
-use crate::spec::Accel;
+use crate::schema::Accel;
 
 pub use keep::Keep;
 use record::{write_json, NamespaceRecord, Timings, RUN_SCHEMA};

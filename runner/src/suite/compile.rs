@@ -12,7 +12,7 @@ use crate::plan::{
     names, netem, shell_quote, Dependency, Export, FilePlan, Plan, ProfilePlan, ServerParams, StepKind, StepPlan,
     VmPlan, DEFAULT_BOOT_TIMEOUT, DEFAULT_CPUS, DEFAULT_MEMORY_MIB, DEFAULT_MTU, DEFAULT_STEP_TIMEOUT,
 };
-use crate::spec::{Accel, ProfileSpec, SpecError, SuiteSpec};
+use crate::schema::{Accel, ProfileSpec, SpecError, SuiteSpec};
 use crate::suite::validate::Validated;
 
 /// Compiles a validated suite.

@@ -44,7 +44,7 @@ use std::net::Ipv4Addr;
 use serde_yaml::Value;
 
 use super::validate::{limits, ValidationError};
-use crate::spec::{SuiteSpec, VmSpec};
+use crate::schema::{SuiteSpec, VmSpec};
 
 /// Most values of one axis.
 pub const MAX_VALUES: usize = 16;
@@ -689,8 +689,8 @@ fn rewrite_references(
         let mut observe = Vec::new();
         for o in &spec.observe {
             match o {
-                crate::spec::measure::ObserverSpec::Netem(vm) if names.contains_key(vm) => {
-                    observe.extend(names[vm].iter().map(|v| crate::spec::measure::ObserverSpec::Netem(v.clone())))
+                crate::schema::measure::ObserverSpec::Netem(vm) if names.contains_key(vm) => {
+                    observe.extend(names[vm].iter().map(|v| crate::schema::measure::ObserverSpec::Netem(v.clone())))
                 }
                 other => observe.push(other.clone()),
             }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::report::results::Analysis;
 use crate::run::record::read_json;
 use crate::run::{RunError, PLAN_FILE};
-use crate::spec::{Accel, VmNetSpec};
+use crate::schema::{Accel, VmNetSpec};
 
 impl PlanVm {
     /// Its rootfs with the extra packages (`bookworm-nfs+fio`).

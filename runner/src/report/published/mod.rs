@@ -24,7 +24,7 @@ use crate::measure::analysis::metric_value;
 use crate::run::environment::{self, Environment, KernelOrigin};
 use crate::run::StepStatus;
 use crate::scenarios::nfs_read;
-use crate::spec::measure::Better;
+use crate::schema::measure::Better;
 pub use comparison::{comparison_rows, direction, headline, unit_of, Direction};
 use comparison::{counted, summary_line, who};
 use differences::vm_of;

@@ -28,8 +28,8 @@ use crate::plan::measurement::{
 };
 use crate::plan::nfs_read::NfsPlan;
 use crate::plan::{names, shell_quote, StepKind, StepPlan, VmPlan};
-use crate::spec::nfs_read::NfsReadSpec;
-use crate::spec::SuiteSpec;
+use crate::schema::nfs_read::NfsReadSpec;
+use crate::schema::SuiteSpec;
 
 /// The scenario's name in step kinds and measurement presets.
 pub const SCENARIO: &str = "nfs_read";

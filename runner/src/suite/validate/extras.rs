@@ -3,7 +3,7 @@
 use super::kernel::{host_path_problem, Want};
 use super::{guest, ValidationError};
 use crate::infra::images::{Catalog, DEFAULT_ROOTFS};
-use crate::spec::{SuiteFile, SuiteSpec, VmSpec};
+use crate::schema::{SuiteFile, SuiteSpec, VmSpec};
 
 /// Most extra packages of a VM.
 pub const MAX_PACKAGES: usize = 50;

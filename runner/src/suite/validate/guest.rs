@@ -10,7 +10,7 @@
 //! in one is caught by the other.
 
 use crate::plan::Plan;
-use crate::spec::text::{non_ascii_hint, shown};
+use crate::schema::text::{non_ascii_hint, shown};
 
 use super::ValidationError;
 

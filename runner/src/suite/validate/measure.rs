@@ -8,9 +8,9 @@ use crate::measure::observer::derived_metrics;
 use crate::measure::script::BUILTIN_SECTIONS;
 use crate::plan::measurement::ObserverKind;
 use crate::plan::names;
-use crate::spec::measure::{MeasureSpec, ObserverSpec};
-use crate::spec::text::{non_ascii_hint, shown};
-use crate::spec::SuiteSpec;
+use crate::schema::measure::{MeasureSpec, ObserverSpec};
+use crate::schema::text::{non_ascii_hint, shown};
+use crate::schema::SuiteSpec;
 
 /// Metrics every measurement has.
 const TIME_METRICS: &[&str] = &["elapsed_s", "user_s", "system_s"];
@@ -346,11 +346,11 @@ fn check_one(
 /// Whether `snap` keeps no verdict of measurement `m`: every VM compared with the
 /// baseline (`baseline`, else the first of `on`) has `none` as its own or the
 /// measurement's policy. True when no VM is compared.
-fn keeps_no_verdict(m: &MeasureSpec, snap: &crate::spec::measure::MeasureSnapshotSpec) -> bool {
+fn keeps_no_verdict(m: &MeasureSpec, snap: &crate::schema::measure::MeasureSnapshotSpec) -> bool {
     let baseline = m.baseline.as_ref().or(m.on.first());
     m.on.iter().filter(|vm| Some(*vm) != baseline).all(|vm| {
         snap.verdict_by_vm.get(vm).copied().unwrap_or(snap.verdict.unwrap_or_default())
-            == crate::spec::SnapshotVerdicts::None
+            == crate::schema::SnapshotVerdicts::None
     })
 }
 

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use crate::infra::images::{Catalog, PinnedKernel, PinnedSource, DEFAULT_ROOTFS};
 use crate::plan::{names, Plan};
-use crate::spec::text::{non_ascii_hint, shown};
-use crate::spec::{SpecError, SuiteFile};
+use crate::schema::text::{non_ascii_hint, shown};
+use crate::schema::{SpecError, SuiteFile};
 pub use graph::check_graph;
 
 /// Limits on numeric settings: outside them the value is a mistake.
@@ -384,9 +384,9 @@ pub(crate) fn verdict_overrides<V>(
                 key,
                 message: format!(
                     "{} is not one of the compared VMs ({}){}",
-                    crate::spec::text::shown(vm, 80),
+                    crate::schema::text::shown(vm, 80),
                     compared.join(", "),
-                    crate::spec::text::non_ascii_hint(vm)
+                    crate::schema::text::non_ascii_hint(vm)
                 ),
             });
         } else if Some(vm.as_str()) == baseline {
@@ -394,7 +394,7 @@ pub(crate) fn verdict_overrides<V>(
                 key,
                 message: format!(
                     "{} is the baseline, which has no verdict of its own; name a VM compared with it",
-                    crate::spec::text::shown(vm, 80)
+                    crate::schema::text::shown(vm, 80)
                 ),
             });
         }
@@ -518,7 +518,7 @@ fn located(
         .filter(|p| seen.insert(p.clone()))
         .collect();
     // Only the problems shown are located (locating one reads the text up to its line).
-    let shown = unique.iter().take(crate::spec::load::MAX_PROBLEMS + 1);
+    let shown = unique.iter().take(crate::schema::load::MAX_PROBLEMS + 1);
     let problems = shown.map(|(key, message)| file.error_at(key, message.clone())).collect();
-    Err(SpecError::Invalid(crate::spec::load::capped(problems, unique.len())))
+    Err(SpecError::Invalid(crate::schema::load::capped(problems, unique.len())))
 }

@@ -4,8 +4,8 @@
 //! a strict form (a plain decimal number and a unit: no exponent, sign, `inf` or `nan`)
 //! and to a range netem can run with.
 
-use crate::spec::text::shown;
-use crate::spec::NetemSpec;
+use crate::schema::text::shown;
+use crate::schema::NetemSpec;
 
 use super::ValidationError;
 

@@ -4,9 +4,9 @@ use std::collections::BTreeSet;
 
 use crate::infra::images::{Catalog, DEFAULT_ROOTFS};
 use crate::plan::DEFAULT_MEMORY_MIB;
-use crate::spec::nfs_read::NfsReadSpec;
-use crate::spec::text::{non_ascii_hint, shown};
-use crate::spec::SuiteSpec;
+use crate::schema::nfs_read::NfsReadSpec;
+use crate::schema::text::{non_ascii_hint, shown};
+use crate::schema::SuiteSpec;
 use crate::suite::validate::{self, guest, limits, range, ValidationError};
 
 /// Checks the `nfs_read:` block `n` of suite `s`.

@@ -71,7 +71,7 @@ pub struct Problem {
 
 /// What one pass over the text found: the locations, the problems every suite must be
 /// free of, and the nulls (whether a null is allowed depends on the key; see
-/// [`crate::spec::load`]).
+/// [`crate::schema::load`]).
 #[derive(Debug, Default)]
 pub struct Analysis {
     /// Key paths → positions.

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::spec::SnapshotVerdicts;
+use crate::schema::SnapshotVerdicts;
 
 /// The report's scenario: one NFS server VM exports a directory holding a file made
 /// with `dd`; each client VM mounts it and times `cat FILE > /dev/null`.

@@ -224,7 +224,7 @@ pub fn load_suite_with(path: &Path, options: &LoadOptions) -> Result<SuiteFile, 
             path,
             "",
             None,
-            format!("not a regular file but {}; a suite must be a regular file", crate::spec::text::file_kind(&meta)),
+            format!("not a regular file but {}; a suite must be a regular file", crate::schema::text::file_kind(&meta)),
             None,
         )]));
     }

@@ -1,6 +1,6 @@
 //! Suite specification: the raw, user-facing YAML types.
 //!
-//! This module owns the first stage of the pipeline (**spec** → validate → plan → …).
+//! This module owns the first stage of the pipeline (**schema** → validate → plan → …).
 //! Every struct rejects unknown keys (`deny_unknown_fields`), so a misspelt key is an
 //! error with its line and column, never silently ignored. Cross-field rules (unique
 //! names, addresses inside the subnet, references between VMs) live in
@@ -44,7 +44,7 @@ pub struct SuiteSpec {
     /// Optional built-in scenario: the NFS file-read measurement of the report.
     #[serde(default)]
     pub nfs_read: Option<NfsReadSpec>,
-    /// Measurements: any command timed on several VMs (see [`crate::spec::measure`]).
+    /// Measurements: any command timed on several VMs (see [`crate::schema::measure`]).
     #[serde(default)]
     pub measure: Vec<MeasureSpec>,
 }

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::spec::SnapshotVerdicts;
+use crate::schema::SnapshotVerdicts;
 
 /// One measurement.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
