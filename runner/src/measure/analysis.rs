@@ -25,7 +25,7 @@ use super::observer::{derived_metrics, Observation};
 use super::script::{Section, Sections, EXIT_SETUP_FAILED, EXIT_TEARDOWN_FAILED};
 use super::stats::{compare, delta, summarize, Comparison, Summary};
 use crate::parse::gnutime;
-use crate::plan::measurement::{Better, Bytes, Expect, Iteration, MeasurementPlan, ObserverKind, RemoteObserver};
+use crate::plan::measurement::{Better, Bytes, Expect, Iteration, MeasurementPlan, RemoteObserver};
 use crate::run::record::{RunRecord, StepStatus};
 use crate::run::RunError;
 
@@ -508,11 +508,6 @@ fn analyse_iteration(
     }
     r.raw.sections = sections;
     Ok(r)
-}
-
-/// The observer kinds whose derived metrics `m` reports, in table order.
-pub fn observer_kinds(m: &MeasurementPlan) -> Vec<ObserverKind> {
-    ObserverKind::ALL.into_iter().filter(|k| m.observers.iter().any(|o| o.kind() == *k)).collect()
 }
 
 #[cfg(test)]

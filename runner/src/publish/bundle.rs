@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::archive::write_archive;
-pub use super::archive::{extract, verify, Compression, Extracted};
+pub use super::archive::{extract, Compression, Extracted};
 use super::redact::{Identity, Redactor};
 use crate::infra::images::kernel::KernelSource;
 use crate::infra::images::rootfs::walk_files;

@@ -69,8 +69,6 @@ impl std::fmt::Debug for ReplayOptions {
 /// What a replay found.
 #[derive(Debug)]
 pub struct Replayed {
-    /// One line per checked image.
-    pub checks: Vec<String>,
     /// The new run.
     pub outcome: RunOutcome,
     /// The new run, analysed (`None` when it could not be).
@@ -85,8 +83,8 @@ pub struct Replayed {
 /// verified. Run it with [`Prepared::run`].
 #[derive(Debug)]
 pub struct Prepared {
-    /// The bundle's temp folder (removed on drop).
-    pub tmp: tempfile::TempDir,
+    /// The bundle's temp folder, held until the replay is dropped (then removed).
+    _tmp: tempfile::TempDir,
     /// The unpacked bundle.
     pub bundle: Extracted,
     /// The bundled suite, compiled.
@@ -163,7 +161,7 @@ pub fn prepare(bundle: &Path, cache: &Cache) -> Result<Prepared, ReplayError> {
             }
         }
     }
-    Ok(Prepared { tmp, bundle: ex, plan, catalog, checks })
+    Ok(Prepared { _tmp: tmp, bundle: ex, plan, catalog, checks })
 }
 
 /// Checks one pinned `.deb`: the bundled copy (imported into the cache), else the
@@ -242,7 +240,7 @@ impl Prepared {
         }
         let diff = now.as_ref().map(|a| diff(&then, &a.results, "then", "now"));
         let notes = environment_notes(environment::read(&then_dir).as_ref(), environment::read(&outcome.dir).as_ref());
-        Ok(Replayed { checks: self.checks, outcome, now, diff, notes })
+        Ok(Replayed { outcome, now, diff, notes })
     }
 }
 
@@ -283,8 +281,6 @@ pub struct Opened {
     pub results: Results,
     /// Its environment, if recorded.
     pub environment: Option<Environment>,
-    /// The run folder (inside the temp folder for a bundle).
-    pub dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -299,7 +295,7 @@ pub fn open(path: &Path) -> Result<Opened, ReplayError> {
         } else {
             analyse_dir(path)?.results
         };
-        return Ok(Opened { results, environment: environment::read(path), dir: path.to_path_buf(), _tmp: None });
+        return Ok(Opened { results, environment: environment::read(path), _tmp: None });
     }
     let tmp = tempfile::Builder::new().prefix("vmrepro-compare-").tempdir().map_err(|e| BundleError::Io {
         what: "creating temp folder",
@@ -309,7 +305,7 @@ pub fn open(path: &Path) -> Result<Opened, ReplayError> {
     let ex = extract(path, tmp.path())?;
     let dir = ex.top.join(&ex.info.run);
     let results = read_json(&dir.join(RESULTS_FILE))?;
-    Ok(Opened { results, environment: environment::read(&dir), dir, _tmp: Some(tmp) })
+    Ok(Opened { results, environment: environment::read(&dir), _tmp: Some(tmp) })
 }
 
 /// The diff of two opened runs, `a` as "A" and `b` as "B".

@@ -34,7 +34,7 @@ use crate::schema::Accel;
 
 pub use keep::Keep;
 use record::{write_json, NamespaceRecord, Timings, RUN_SCHEMA};
-pub use record::{RunRecord, RunStatus, StepRecord, StepStatus, VmRecord, VmStart};
+pub use record::{RunRecord, RunStatus, StepStatus, VmStart};
 pub use resources::sweep_stale_temp_dirs;
 use resources::{create_temp_dir, Resources};
 use scheduler::Recorder;

@@ -62,6 +62,9 @@ pub enum SpecError {
 
 impl SpecError {
     /// The located problems (empty for [`SpecError::Read`]).
+    ///
+    /// Used by the integration tests (not by the runner).
+    #[cfg_attr(vmrepro_dead_code, allow(dead_code))]
     pub fn problems(&self) -> &[Located] {
         match self {
             SpecError::Read { .. } => &[],
@@ -190,6 +193,9 @@ pub struct LoadOptions {
 /// larger than [`MAX_SUITE_BYTES`], not UTF-8, not YAML, or doesn't match the
 /// schema (unknown key, wrong type, missing field, duplicate key, null where a value is
 /// required), each with line and column.
+///
+/// Used by the integration tests (not by the runner).
+#[cfg_attr(vmrepro_dead_code, allow(dead_code))]
 pub fn load_suite(path: &Path) -> Result<SuiteFile, SpecError> {
     load_suite_with(path, &LoadOptions::default())
 }
@@ -260,6 +266,9 @@ pub fn load_suite_with(path: &Path, options: &LoadOptions) -> Result<SuiteFile, 
 
 /// Deserializes suite `text` that was read from `path` (used by [`load_suite`]; public
 /// for tests that build suites in memory).
+///
+/// Used by the integration tests (not by the runner).
+#[cfg_attr(vmrepro_dead_code, allow(dead_code))]
 pub fn parse_suite(path: &Path, text: String) -> Result<SuiteFile, SpecError> {
     parse_suite_with(path, text, &LoadOptions::default())
 }

@@ -87,6 +87,7 @@ pub struct Analysis {
 impl Locations {
     /// Parses `text` and records every key path. Returns an empty map when the text
     /// isn't valid YAML (the deserializer reports that error with its own position).
+    #[cfg(test)]
     pub fn of(text: &str) -> Self {
         Self::analyse(text).locations
     }
@@ -129,6 +130,7 @@ impl Locations {
     }
 
     /// Position of the key at `path` (for sequence items: the item's start).
+    #[cfg(test)]
     pub fn key(&self, path: &str) -> Option<Position> {
         self.lookup(path).map(|(k, _)| k)
     }

@@ -21,9 +21,12 @@ use std::time::Duration;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
-pub use load::{load_suite, load_suite_with, LoadOptions, SpecError, SuiteFile};
+/// The tests' front door (the runner loads through [`crate::suite::load`]).
+#[cfg_attr(vmrepro_dead_code, allow(unused_imports))]
+pub use load::load_suite;
+pub use load::{load_suite_with, LoadOptions, SpecError, SuiteFile};
 pub use measure::MeasureSpec;
-pub use nfs_read::{NfsFileSpec, NfsReadSpec};
+pub use nfs_read::NfsReadSpec;
 
 /// A whole suite file (`suites/*.yaml`).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]

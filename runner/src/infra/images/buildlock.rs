@@ -12,7 +12,7 @@
 //! the process dies.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use nix::fcntl::{Flock, FlockArg};
@@ -29,8 +29,6 @@ const RETRY: Duration = Duration::from_millis(200);
 #[derive(Debug)]
 pub struct BuildLock {
     _lock: Flock<File>,
-    /// The lock file.
-    pub path: PathBuf,
 }
 
 /// Takes the build lock of the cache at `root`, waiting as long as another build
@@ -50,7 +48,7 @@ pub fn acquire(root: &Path, cancel: &CancelFlag, waiting: impl FnOnce()) -> Resu
     let mut waiting = Some(waiting);
     loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(BuildLock { _lock: lock, path }),
+            Ok(lock) => return Ok(BuildLock { _lock: lock }),
             Err((f, nix::errno::Errno::EWOULDBLOCK)) => {
                 file = f;
                 if let Some(w) = waiting.take() {

@@ -40,7 +40,8 @@ pub const NOT_ENTRIES: &[&str] = &["tmp", "ccache"];
 /// Dropping it releases the lock.
 #[derive(Debug)]
 pub struct EntryHold {
-    lock: Option<Flock<File>>,
+    /// Held for its `Drop` (which releases the lock); `None` on a read-only cache.
+    _lock: Option<Flock<File>>,
     kind: String,
     key: String,
 }
@@ -52,8 +53,9 @@ impl EntryHold {
     }
 
     /// Whether a lock is really held (not on a read-only cache).
+    #[cfg(test)]
     pub fn is_held(&self) -> bool {
-        self.lock.is_some()
+        self._lock.is_some()
     }
 }
 
@@ -145,7 +147,7 @@ impl Cache {
         let final_path = self.entry_path(kind, key);
         let kind_dir = self.root.join(kind);
         let lock_path = self.lock_path(kind, key);
-        let unheld = || EntryHold { lock: None, kind: kind.to_string(), key: key.to_string() };
+        let unheld = || EntryHold { _lock: None, kind: kind.to_string(), key: key.to_string() };
         if let Err(e) = std::fs::create_dir_all(&kind_dir) {
             if final_path.is_dir() {
                 return Ok((final_path, CacheOutcome::Cached, unheld()));
@@ -167,7 +169,7 @@ impl Cache {
         let mut outcome = CacheOutcome::Cached;
         loop {
             if final_path.is_dir() {
-                let hold = EntryHold { lock: Some(lock), kind: kind.to_string(), key: key.to_string() };
+                let hold = EntryHold { _lock: Some(lock), kind: kind.to_string(), key: key.to_string() };
                 return Ok((final_path, outcome, hold));
             }
             // Not atomic (flock(2) drops the shared lock first): another run may build
@@ -238,13 +240,13 @@ impl Cache {
         let lock_file = match File::options().create(true).append(true).open(self.lock_path(kind, key)) {
             Ok(f) => f,
             Err(_) => {
-                return Some((final_path, EntryHold { lock: None, kind: kind.to_string(), key: key.to_string() }))
+                return Some((final_path, EntryHold { _lock: None, kind: kind.to_string(), key: key.to_string() }))
             }
         };
         let lock = Flock::lock(lock_file, FlockArg::LockSharedNonblock).ok()?;
         final_path
             .is_dir()
-            .then(|| (final_path, EntryHold { lock: Some(lock), kind: kind.to_string(), key: key.to_string() }))
+            .then(|| (final_path, EntryHold { _lock: Some(lock), kind: kind.to_string(), key: key.to_string() }))
     }
 
     /// Starts writing the missing entry `kind/key` from work that fills it over time (a

@@ -390,11 +390,6 @@ impl Catalog {
     pub fn debian_source(&self, series: &str) -> Option<&PinnedSource> {
         self.sources.iter().find(|k| k.series == series)
     }
-
-    /// Series available for `flavour`, for error messages.
-    pub fn debian_series(&self, flavour: &str) -> Vec<String> {
-        self.kernels.iter().filter(|k| k.flavour == flavour).map(|k| k.series.clone()).collect()
-    }
 }
 
 /// A per-run cancellation flag for image builds: set it and every external tool started

@@ -25,8 +25,6 @@ const ROOTFS_FORMAT: &str = "vmrepro-rootfs-v2";
 pub struct RootfsArtifact {
     /// Recipe name, with its extra packages (`bookworm-nfs+fio`, see [`RootfsRequest::id`]).
     pub name: String,
-    /// Cache entry folder.
-    pub dir: PathBuf,
     /// The ext4 image (read-only base of every VM's overlay).
     pub image: PathBuf,
     /// The initramfs base archive (cpio newc).
@@ -65,11 +63,6 @@ impl RootfsRequest {
             .collect::<Vec<_>>()
             .join("+")
     }
-}
-
-/// The cache key of a rootfs recipe: every input's bytes.
-pub fn rootfs_key(catalog: &Catalog, name: &str) -> Result<String, ImageError> {
-    rootfs_key_with(catalog, &RootfsRequest::new(name, &[]))
 }
 
 /// The cache key of a recipe with extra packages: the recipe's inputs and the packages
@@ -112,7 +105,6 @@ pub fn resolve_rootfs(
         name: request.id(),
         image: dir.join("rootfs.ext4"),
         initramfs_base: dir.join("initramfs-base.cpio"),
-        dir,
         key,
         hold: std::sync::Arc::new(hold),
     };

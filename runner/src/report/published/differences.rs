@@ -30,8 +30,6 @@ pub struct PlanVm {
     /// Extra packages in its rootfs.
     #[serde(default)]
     pub packages: Vec<String>,
-    /// Address on the bridge.
-    pub address: String,
     /// Memory, MiB.
     pub memory_mib: u64,
     /// vCPUs.

@@ -25,10 +25,10 @@ use crate::run::environment::{self, Environment, KernelOrigin};
 use crate::run::StepStatus;
 use crate::scenarios::nfs_read;
 use crate::schema::measure::Better;
-pub use comparison::{comparison_rows, direction, headline, unit_of, Direction};
+pub use comparison::{comparison_rows, headline, unit_of};
 use comparison::{counted, summary_line, who};
 use differences::vm_of;
-pub use differences::{environment_differences, net_words, plan_vms, PlanStep, PlanVm};
+pub use differences::{environment_differences, net_words, plan_vms, PlanVm};
 
 /// Name of the text report in a run folder.
 pub const REPORT_MD: &str = "report.md";
