@@ -477,7 +477,7 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
     let json = serde_json::to_string_pretty(&info).expect("serializable") + "\n";
     entries.insert(BUNDLE_FILE.into(), Entry { data: redactor.apply(json.as_bytes()), mode: 0o644 });
     let manifest: String =
-        entries.iter().map(|(k, e)| format!("{}  {k}\n", crate::infra::sha256_hex(&e.data))).collect();
+        entries.iter().map(|(k, e)| format!("{}  {k}\n", crate::infra::hash::sha256_hex(&e.data))).collect();
     entries.insert(MANIFEST_FILE.into(), Entry { data: manifest.into_bytes(), mode: 0o644 });
 
     let top = published::default_bundle_name(&plan.suite, run_dir).trim_end_matches(".tar.gz").to_string();

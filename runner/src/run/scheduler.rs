@@ -106,7 +106,7 @@ fn stdin_of(st: &StepPlan) -> Result<Option<Vec<u8>>, RunError> {
     let Some(path) = &st.stdin_file else { return Ok(st.stdin.clone().map(String::into_bytes)) };
     let bytes = std::fs::read(path).map_err(io_err("reading the file to copy", path))?;
     if let StepKind::CopyFile { sha256, .. } = &st.kind {
-        let now = crate::infra::sha256_hex(&bytes);
+        let now = crate::infra::hash::sha256_hex(&bytes);
         if &now != sha256 {
             return Err(RunError::FileChanged { path: path.clone(), planned: sha256.clone(), now });
         }

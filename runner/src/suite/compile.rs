@@ -77,7 +77,7 @@ pub fn compile(v: &Validated<'_>, catalog: &Catalog) -> Result<Plan, SpecError> 
                 dest: f.dest.clone(),
                 mode,
                 bytes: bytes.len() as u64,
-                sha256: crate::infra::sha256_hex(&bytes),
+                sha256: crate::infra::hash::sha256_hex(&bytes),
             };
             let mut step = StepPlan::new(
                 &names::copy_file(n + 1),

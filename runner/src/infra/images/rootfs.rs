@@ -13,7 +13,7 @@ use std::process::Command;
 
 use super::initramfs::{write_archive, Member};
 use super::{run_tool, Cache, CacheOutcome, CancelFlag, Catalog, ImageError, RootfsRecipe};
-use crate::infra::sha256_hex;
+use crate::infra::hash::sha256_hex;
 
 /// Bumped when the way we build a rootfs changes, so old cache entries are not reused.
 /// v2: mmdebstrap writes a tarball, unpacked and turned into the image (as an
