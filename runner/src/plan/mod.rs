@@ -36,6 +36,8 @@ pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(300);
 pub const DEFAULT_MTU: u32 = 1500;
 /// Default measured iterations per VM of a measurement.
 pub const DEFAULT_REPEAT: u32 = 1;
+/// The metric a verdict uses by default.
+pub const DEFAULT_METRIC: &str = "elapsed_s";
 
 /// A whole run, ready to execute; written to every run folder as `plan.json`.
 #[derive(Debug, Clone, Serialize)]

@@ -52,6 +52,17 @@ pub struct SuiteSpec {
     pub measure: Vec<MeasureSpec>,
 }
 
+impl SuiteSpec {
+    /// Whether VM `vm` has a seeded netem on its egress.
+    pub fn seeded_netem(&self, vm: &str) -> bool {
+        self.vms
+            .iter()
+            .find(|v| v.name == vm)
+            .and_then(|v| v.net.as_ref()?.egress.as_ref())
+            .is_some_and(|e| e.seed.is_some())
+    }
+}
+
 /// The suite's private bridge.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -1,7 +1,8 @@
 //! Characters as a user should see them in an error: control characters escaped (so a
 //! suite can't write to the terminal through a message), and look-alike or invisible
 //! characters named by code point (so `nаme` with a Cyrillic `а` is explained, not
-//! just refused).
+//! just refused); and YAML scalars as the text a guest would print
+//! ([`scalar_text`]).
 
 /// Characters that change what a terminal shows: C0 and C1 controls, DEL, and the
 /// bidirectional overrides and isolates ("Trojan Source").
@@ -243,6 +244,17 @@ pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
         "a block device"
     } else {
         "a special file"
+    }
+}
+
+/// A YAML scalar as the text a guest would print (`100000000`, `true`, `abc`); other
+/// values as their YAML.
+pub fn scalar_text(v: &serde_yaml::Value) -> String {
+    match v {
+        serde_yaml::Value::String(s) => s.clone(),
+        serde_yaml::Value::Number(n) => n.to_string(),
+        serde_yaml::Value::Bool(b) => b.to_string(),
+        other => serde_yaml::to_string(other).unwrap_or_default().trim().to_string(),
     }
 }
 

@@ -179,7 +179,7 @@ fn axes(vm: &VmSpec, i: usize) -> Result<Vec<(Axis, Vec<AxisValue>)>, Vec<Valida
     for (name, values) in &vm.variants {
         let name = match name {
             Value::String(s) => s.clone(),
-            other => crate::measure::scalar_text(other),
+            other => crate::schema::text::scalar_text(other),
         };
         let key = format!("vms[{i}].variants.{name}");
         let Some(axis) = Axis::parse(&name) else {
@@ -195,7 +195,7 @@ fn axes(vm: &VmSpec, i: usize) -> Result<Vec<(Axis, Vec<AxisValue>)>, Vec<Valida
             Value::Mapping(m) => m
                 .iter()
                 .map(|(l, v)| {
-                    let label = crate::measure::scalar_text(l);
+                    let label = crate::schema::text::scalar_text(l);
                     AxisValue { key: format!("{key}.{label}"), label, value: v.clone() }
                 })
                 .collect(),
@@ -262,7 +262,7 @@ fn list_label(v: &Value) -> String {
     if label == "none" && !empty {
         match v {
             Value::Mapping(_) | Value::Sequence(_) => serde_yaml::to_string(v).unwrap_or_default().trim().to_string(),
-            other => crate::measure::scalar_text(other),
+            other => crate::schema::text::scalar_text(other),
         }
     } else {
         label
@@ -274,7 +274,7 @@ fn label_of(v: &Value) -> String {
     let text = match v {
         Value::Mapping(m) => m.values().map(label_of).filter(|l| l != "none").collect::<Vec<_>>().join("-"),
         Value::Sequence(s) => s.iter().map(label_of).collect::<Vec<_>>().join("-"),
-        other => crate::measure::scalar_text(other),
+        other => crate::schema::text::scalar_text(other),
     };
     let mut out = String::new();
     for c in text.chars() {
@@ -555,7 +555,7 @@ fn apply(
 ) -> Result<(), String> {
     let text = |value: &Value| -> Result<String, String> {
         match value {
-            Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(crate::measure::scalar_text(value)),
+            Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(crate::schema::text::scalar_text(value)),
             _ => Err("this axis takes plain values (text or numbers)".into()),
         }
     };

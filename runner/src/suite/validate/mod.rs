@@ -279,7 +279,7 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
                     pattern: "lowercase letters, digits, '-' and '_'",
                 });
             }
-            if let Some(why) = names::reserved(&st.name, crate::measure::measurement_names(s)) {
+            if let Some(why) = names::reserved(&st.name, crate::suite::compile::measure::measurement_names(s)) {
                 errs.push(ValidationError::Rule {
                     key: format!("{sk}.name"),
                     message: format!("{why}; choose another step name"),
