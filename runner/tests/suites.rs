@@ -87,7 +87,7 @@ fn run_suite(path: &Path) -> TestResult {
             // time, like every other suite's; the run below then finds its images cached.
             let _images = support::vm_lock();
             // A failure here is the run's to report, with its own message and record.
-            let _ = rt.block_on(plan.resolve_images(&cache, &catalog, &events));
+            let _ = rt.block_on(vmrepro::run::images::resolve(&plan, &cache, &catalog, &events));
         }
         support::beside_lock()
     } else {

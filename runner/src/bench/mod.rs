@@ -199,7 +199,8 @@ pub async fn bench(
             }
         }
         let t = Instant::now();
-        let warm = suite_plan.resolve_images(&opts.cache, &suite_catalog, &crate::events::discard()).await;
+        let warm =
+            crate::run::images::resolve(&suite_plan, &opts.cache, &suite_catalog, &crate::events::discard()).await;
         match warm.failures.first() {
             None => r.images_warm_s.push(t.elapsed().as_secs_f64()),
             Some((what, e)) => r.errors.push(format!("rep {rep}: warm images: {what}: {e}")),

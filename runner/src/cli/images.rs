@@ -298,9 +298,9 @@ pub(super) async fn build_images(suites: &[PathBuf], images: Option<&Path>, cach
             Ok(pc) => pc,
             Err(code) => return code,
         };
-        for v in p.vms {
-            rootfs.push(v.rootfs_request());
-            kernels.push(v.kernel);
+        for (k, r) in p.vm_images() {
+            kernels.push(k);
+            rootfs.push(r);
         }
         catalog = Some(c);
     }

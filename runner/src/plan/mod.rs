@@ -61,18 +61,11 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Resolves every VM's kernel and rootfs with [`resolve_all`](crate::infra::images::resolve_all)
-    /// (each image once, in parallel; found in `cache` or built or fetched now). Never
-    /// fails as a whole: each image's error is in the result's `failures`.
-    pub async fn resolve_images(
-        &self,
-        cache: &crate::infra::images::Cache,
-        catalog: &crate::infra::images::Catalog,
-        events: &crate::events::EventSink,
-    ) -> crate::infra::images::Resolved {
-        let kernels: Vec<_> = self.vms.iter().map(|v| v.kernel.clone()).collect();
-        let rootfs: Vec<_> = self.vms.iter().map(|v| v.rootfs_request()).collect();
-        crate::infra::images::resolve_all(&kernels, &rootfs, cache, catalog, events).await
+    /// The images the plan needs: each VM's kernel and rootfs, in VM order (a kernel or
+    /// rootfs two VMs share appears twice). Resolving them is
+    /// [`crate::run::images::resolve`].
+    pub fn vm_images(&self) -> impl Iterator<Item = (KernelSource, crate::infra::images::rootfs::RootfsRequest)> + '_ {
+        self.vms.iter().map(|v| (v.kernel.clone(), v.rootfs_request()))
     }
 }
 

@@ -11,6 +11,7 @@
 
 pub mod attach;
 pub mod environment;
+pub mod images;
 pub mod keep;
 mod prepare;
 pub mod record;
@@ -390,7 +391,7 @@ async fn execute(
     let events = &opts.events;
     check_host_memory(plan, host_memory_mib())?;
     let t_img = Instant::now();
-    let mut images = plan.resolve_images(cache, &opts.catalog, events).await;
+    let mut images = images::resolve(plan, cache, &opts.catalog, events).await;
     {
         let mut r = rec.record.lock().expect("not poisoned");
         r.timings.images_s = t_img.elapsed().as_secs_f64();

@@ -76,7 +76,7 @@ pub fn images_of(
             Ok((plan, _)) => suites.push(crate::infra::images::gc::SuiteImages {
                 suite: plan.suite.clone(),
                 file: f.clone(),
-                vms: plan.vms.into_iter().map(|v| (v.rootfs_request(), v.kernel)).map(|(r, k)| (k, r)).collect(),
+                vms: plan.vm_images().collect(),
             }),
             Err(e) => {
                 let first = e.to_string().lines().find(|l| !l.trim().is_empty()).unwrap_or_default().trim().to_string();
