@@ -20,7 +20,7 @@ use vmrepro::infra::images::Catalog;
 use vmrepro::plan::Plan;
 use vmrepro::schema::load::MAX_SUITE_BYTES;
 use vmrepro::schema::{load_suite, SpecError};
-use vmrepro::suite::validate::extras::MAX_FILE_BYTES;
+use vmrepro::suite::validate::files::MAX_FILE_BYTES;
 
 const FIXTURES: &str = "runner/tests/fixtures/bad-suites";
 

@@ -292,7 +292,7 @@ fn check_one(
                 "`equals` takes a text or a number, which the section must equal".into(),
             );
         } else if let Some(why) =
-            c.equals.as_ref().and_then(|v| super::extras::float_problem(v, "the section would have to be"))
+            c.equals.as_ref().and_then(|v| super::sysctl::float_problem(v, "the section would have to be"))
         {
             rule(errs, format!("{key}.equals"), why);
         }
