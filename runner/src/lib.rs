@@ -52,6 +52,7 @@ macro_rules! errln {
     }};
 }
 
+pub mod analyse;
 pub mod bench;
 pub mod cli;
 pub mod events;

@@ -18,7 +18,7 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use vmrepro::report::results::analyse_dir;
+use vmrepro::analyse::analyse_dir;
 
 fn fixtures() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs");

@@ -17,6 +17,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use vmrepro::analyse::analyse_dir;
 use vmrepro::infra::images::Cache;
 use vmrepro::measure::analysis::metric_value;
 use vmrepro::publish::archive::verify;
@@ -24,7 +25,6 @@ use vmrepro::publish::bundle::{bundle, extract, BundleOptions};
 use vmrepro::publish::redact::Identity;
 use vmrepro::publish::replay::{compare, open, prepare, ReplayError};
 use vmrepro::report::published;
-use vmrepro::report::results::analyse_dir;
 use vmrepro::run::environment::{file_sha256, Environment, ENVIRONMENT_FILE};
 
 const HOME: &str = "/home/kmaint";

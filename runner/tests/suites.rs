@@ -116,7 +116,7 @@ fn run_suite(path: &Path) -> TestResult {
         plan.suite,
         outcome.record.error.as_deref().unwrap_or("")
     );
-    let analysis = vmrepro::report::results::analyse_dir(&outcome.dir)?;
+    let analysis = vmrepro::analyse::analyse_dir(&outcome.dir)?;
     eprintln!("{}", vmrepro::report::tables(&analysis));
     let normalised = vmrepro::report::snapshot::normalise(&analysis)?;
     let snap_path = root.join("snapshots").join(format!("{}__result.snap", plan.suite));

@@ -381,7 +381,7 @@ async fn run_suite(
     let peaks = sampler.finish();
     let out = out.map_err(|e| e.to_string())?;
     // The run's results.json and reports, as `vmrepro run` leaves them.
-    if let Err(e) = crate::report::results::analyse_dir(&out.dir) {
+    if let Err(e) = crate::analyse::analyse_dir(&out.dir) {
         return Err(format!("analysing {}: {e}", out.dir.display()));
     }
     Ok((out.dir, out.record, peaks))

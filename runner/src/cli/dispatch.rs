@@ -7,9 +7,9 @@ use std::path::Path;
 use super::args::{Cli, Command, ImagesCommand, KeepArg};
 use super::progress::{interrupted, progress_sink};
 use super::{bench, images, interactive, publish};
+use crate::analyse::{analyse_dir, Analysis};
 use crate::exit;
 use crate::infra::images::{Cache, Catalog};
-use crate::report::results::{analyse_dir, Analysis};
 use crate::run::{RunOptions, RunStatus};
 
 /// Loads, validates and compiles the suite at `path`; prints the error and returns

@@ -12,12 +12,12 @@
 use std::path::{Path, PathBuf};
 
 use super::bundle::{extract, BundleError, Extracted};
+use crate::analyse::{analyse_dir, AnalyseError, Analysis, Results, RESULTS_FILE};
 use crate::events::EventSink;
 use crate::infra::images::kernel::KernelSource;
 use crate::infra::images::{Cache, CacheOutcome, ImageError};
 use crate::plan::Plan;
 use crate::report::diff::{diff, Diff};
-use crate::report::results::{analyse_dir, AnalyseError, Analysis, Results, RESULTS_FILE};
 use crate::run::environment::{self, file_sha256, Environment};
 use crate::run::record::read_json;
 use crate::run::{RunError, RunOptions, RunOutcome};

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::results::Analysis;
+use crate::analyse::Analysis;
 use crate::measure::analysis::{IterationResult, MeasurementResult, OUTCOME_METRIC};
 use crate::measure::script::Section;
 use crate::measure::stats::{Comparison, Verdict};

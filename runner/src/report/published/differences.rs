@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::report::results::Analysis;
+use crate::analyse::Analysis;
 use crate::run::record::read_json;
 use crate::run::{RunError, PLAN_FILE};
 use crate::schema::{Accel, VmNetSpec};
