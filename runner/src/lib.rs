@@ -60,6 +60,7 @@ pub mod exit;
 pub mod infra;
 pub mod measure;
 pub mod parse;
+pub mod path_io;
 pub mod plan;
 pub mod publish;
 pub mod report;

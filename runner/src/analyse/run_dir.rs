@@ -9,8 +9,8 @@ use super::vm_facts::{vm_facts, PlanVmView};
 use crate::measure::analysis;
 use crate::plan::measurement::MeasurementPlan;
 use crate::plan::nfs_read::NfsPlan;
-use crate::run::record::{read_json, write_json, RunRecord, StepRecord};
-use crate::run::{RunError, PLAN_FILE, RUN_FILE};
+use crate::run::record::{read_json, write_json, RunDirError, RunRecord, StepRecord};
+use crate::run::{PLAN_FILE, RUN_FILE};
 use crate::scenarios::nfs_read;
 
 /// What `analyse` needs of `plan.json` (the rest of the plan is there for people).
@@ -44,7 +44,7 @@ impl Analysis {
     /// The stdout of `step` (empty when it has none), for the snapshot of `snapshot: true` steps.
     ///
     /// Errors: the file is named but can't be read.
-    pub fn stdout(&self, step: &StepRecord) -> Result<String, RunError> {
+    pub fn stdout(&self, step: &StepRecord) -> Result<String, RunDirError> {
         step.stdout_text(&self.dir)
     }
 }
@@ -62,14 +62,14 @@ pub enum AnalyseError {
     },
     /// A file couldn't be read, parsed or written.
     #[error(transparent)]
-    Run(#[from] RunError),
+    RunDir(#[from] RunDirError),
 }
 
 /// Analyses the run folder `dir` and writes `results.json` (and the `nfs_read`
 /// report-layout files) into it. Reads nothing but the folder.
 ///
 /// Errors: [`AnalyseError::NotARunFolder`] without `plan.json`/`run.json`;
-/// [`AnalyseError::Run`] when a file can't be read, parsed or written.
+/// [`AnalyseError::RunDir`] when a file can't be read, parsed or written.
 pub fn analyse_dir(dir: &Path) -> Result<Analysis, AnalyseError> {
     for missing in [PLAN_FILE, RUN_FILE] {
         if !dir.join(missing).is_file() {

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use super::results::{FileFact, SysctlFact, VmFacts};
 use crate::plan::{names, FilePlan, ProfilePlan};
+use crate::run::record::RunDirError;
 use crate::run::record::RunRecord;
-use crate::run::RunError;
 
 /// What `analyse` needs of a VM in `plan.json`.
 #[derive(Debug, Clone, Deserialize)]
@@ -32,10 +32,10 @@ pub struct PlanVmView {
 
 /// The facts of VM `v`: planned, and read back from its `sysctl` and `copy-file-*`
 /// steps' outputs.
-pub(super) fn vm_facts(v: &PlanVmView, rec: &RunRecord, dir: &Path) -> Result<VmFacts, RunError> {
+pub(super) fn vm_facts(v: &PlanVmView, rec: &RunRecord, dir: &Path) -> Result<VmFacts, RunDirError> {
     let mut problems = Vec::new();
     let vr = rec.vm(&v.name);
-    let step_out = |name: &str| -> Result<Option<String>, RunError> {
+    let step_out = |name: &str| -> Result<Option<String>, RunDirError> {
         match vr.and_then(|r| r.step(name)) {
             Some(s) if s.status == crate::run::StepStatus::Passed => Ok(Some(s.stdout_text(dir)?)),
             _ => Ok(None),

@@ -16,7 +16,11 @@ use crate::run::{RunOptions, RunStatus};
 /// [`exit::CONFIG_ERROR`] when it can't.
 pub(super) fn load_or_exit(path: &Path, images: Option<&Path>) -> Result<(crate::plan::Plan, Catalog), i32> {
     crate::suite::load(path, images).map_err(|e| {
-        errln!("{e}");
+        match e {
+            // A located suite error renders its own `error:` lines.
+            crate::suite::LoadError::Spec(_) => errln!("{e}"),
+            crate::suite::LoadError::Catalog(_) => errln!("error: {e}"),
+        }
         exit::CONFIG_ERROR
     })
 }

@@ -26,8 +26,8 @@ use super::script::{Section, Sections, EXIT_SETUP_FAILED, EXIT_TEARDOWN_FAILED};
 use super::stats::{compare, delta, summarize, Comparison, Summary};
 use crate::parse::gnutime;
 use crate::plan::measurement::{Better, Bytes, Expect, Iteration, MeasurementPlan, RemoteObserver};
+use crate::run::record::RunDirError;
 use crate::run::record::{RunRecord, StepStatus};
-use crate::run::RunError;
 
 /// How an iteration ended, whatever its numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -219,7 +219,7 @@ impl MeasurementResult {
 /// Analyses measurement `m` of the run recorded in `rec`, whose files are under `dir`.
 ///
 /// Errors: a step output named in `run.json` can't be read.
-pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<MeasurementResult, RunError> {
+pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<MeasurementResult, RunDirError> {
     let mut problems = Vec::new();
     let derived = derived_metrics(m.observers.iter().map(|o| o.kind()));
     let mut vms = Vec::new();
@@ -359,7 +359,7 @@ fn analyse_iteration(
     dir: &Path,
     derived: &BTreeMap<&'static str, super::observer::DerivedMetric>,
     problems: &mut Vec<String>,
-) -> Result<IterationResult, RunError> {
+) -> Result<IterationResult, RunDirError> {
     let who = format!("{}: {}", it.vm, it.step);
     let step = rec.vm(&it.vm).and_then(|v| v.step(&it.step));
     let outcomes_compared = m.metric.name == OUTCOME_METRIC;
@@ -491,7 +491,7 @@ fn analyse_iteration(
     }
     for reading in &it.remote {
         let Some(RemoteObserver::Netem { .. }) = m.remote.get(reading.observer) else { continue };
-        let counters = |step: &str| -> Result<Option<(u64, u64)>, RunError> {
+        let counters = |step: &str| -> Result<Option<(u64, u64)>, RunDirError> {
             match rec.vm(&reading.vm).and_then(|v| v.step(step)) {
                 Some(s) => Ok(crate::parse::tc::netem_counters(&s.stdout_text(dir)?)),
                 None => Ok(None),

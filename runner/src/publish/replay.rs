@@ -233,7 +233,7 @@ impl Prepared {
         };
         let outcome = crate::run::run(&self.plan, &run_opts, interrupt).await?;
         let then_dir = self.bundle.top.join(&self.bundle.info.run);
-        let then: Results = read_json(&then_dir.join(RESULTS_FILE)).map_err(ReplayError::Run)?;
+        let then: Results = read_json(&then_dir.join(RESULTS_FILE)).map_err(|e| ReplayError::Run(e.into()))?;
         let now = analyse_dir(&outcome.dir).ok();
         if let Some(a) = &now {
             let _ = crate::report::published::write_analysed(a);
@@ -291,7 +291,7 @@ pub struct Opened {
 pub fn open(path: &Path) -> Result<Opened, ReplayError> {
     if path.is_dir() {
         let results = if path.join(RESULTS_FILE).is_file() {
-            read_json(&path.join(RESULTS_FILE))?
+            read_json(&path.join(RESULTS_FILE)).map_err(RunError::from)?
         } else {
             analyse_dir(path)?.results
         };
@@ -304,7 +304,7 @@ pub fn open(path: &Path) -> Result<Opened, ReplayError> {
     })?;
     let ex = extract(path, tmp.path())?;
     let dir = ex.top.join(&ex.info.run);
-    let results = read_json(&dir.join(RESULTS_FILE))?;
+    let results = read_json(&dir.join(RESULTS_FILE)).map_err(RunError::from)?;
     Ok(Opened { results, environment: environment::read(&dir), _tmp: Some(tmp) })
 }
 

@@ -6,6 +6,8 @@ use std::time::Duration;
 use crate::infra::images::ImageError;
 use crate::infra::net::NetError;
 use crate::infra::qemu::vm::VmError;
+use crate::path_io::PathIo;
+use crate::run::record::RunDirError;
 
 /// Errors that stop a run before or while VMs run (infrastructure failures).
 #[derive(Debug, thiserror::Error)]
@@ -54,26 +56,29 @@ pub enum RunError {
         /// Its hash now.
         now: String,
     },
-    /// A JSON file of a run folder doesn't parse.
-    #[error("{}: {message}", path.display())]
-    Json {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        message: String,
+    /// The run folder could not be written (or read back).
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    /// Writing temp files or talking to a tool failed.
+    #[error(transparent)]
+    Io(#[from] PathIo),
+    /// Every run folder name of this second is taken (`<stamp>`, `<stamp>-1` … `-999`).
+    #[error("creating run folder {}: too many runs in the same second", base.display())]
+    RunDirTaken {
+        /// The suite's results folder.
+        base: PathBuf,
     },
-    /// Writing results or temp files failed.
-    #[error("{what} {}: {source}", path.display())]
-    Io {
-        /// What we were doing.
-        what: &'static str,
-        /// Path.
+    /// `qemu-img create` refused to make a VM's overlay.
+    #[error("creating overlay {}: {stderr}", path.display())]
+    Overlay {
+        /// The overlay.
         path: PathBuf,
-        /// Cause.
-        source: std::io::Error,
+        /// What qemu-img printed.
+        stderr: String,
     },
 }
 
+/// `map_err` helper: [`RunError::Io`] of `what` on `path`.
 pub(crate) fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> RunError + 'a {
-    move |source| RunError::Io { what, path: path.to_path_buf(), source }
+    move |source| RunError::Io(PathIo { what, path: path.to_path_buf(), source })
 }

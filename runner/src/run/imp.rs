@@ -16,6 +16,7 @@ use super::scheduler::Recorder;
 use super::{io_err, RunError, RunRecord, RunStatus, StepStatus, PLAN_FILE, RUN_FILE};
 use crate::events::{Event, EventSink};
 use crate::infra::images::{Cache, CancelFlag, Catalog};
+use crate::path_io::PathIo;
 use crate::plan::{Plan, StepKind};
 
 /// Options for [`run`].
@@ -295,12 +296,8 @@ fn new_run_dir(base: &Path, started: SystemTime) -> Result<PathBuf, RunError> {
         match std::fs::create_dir(&d) {
             Ok(()) => return Ok(d),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(RunError::Io { what: "creating run folder", path: d, source: e }),
+            Err(e) => return Err(RunError::Io(PathIo { what: "creating run folder", path: d, source: e })),
         }
     }
-    Err(RunError::Io {
-        what: "creating run folder",
-        path: base.to_path_buf(),
-        source: std::io::Error::other("too many runs in the same second"),
-    })
+    Err(RunError::RunDirTaken { base: base.to_path_buf() })
 }

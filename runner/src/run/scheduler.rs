@@ -58,10 +58,10 @@ impl Recorder {
 
     /// Writes `run.json` as it is now.
     ///
-    /// Errors: [`RunError::Io`] when it can't be written.
+    /// Errors: [`RunError::RunDir`] when it can't be written.
     pub fn save(&self) -> Result<(), RunError> {
         let r = self.record.lock().expect("not poisoned");
-        write_json(&self.dir.join("run.json"), &*r)
+        Ok(write_json(&self.dir.join(super::RUN_FILE), &*r)?)
     }
 
     fn event(&self, e: Event) {
@@ -226,11 +226,10 @@ async fn start_vm(vm: &mut Vm, vp: &VmPlan, rec: &Recorder, start: &StartPlan<'_
     if r.exit_code != Some(0) {
         return Err(RunError::Vm(VmError::Agent {
             vm: vp.name.clone(),
-            source: std::io::Error::other(format!(
-                "setting the guest's host name, address and clock failed (exit {:?}): {}",
-                r.exit_code,
-                String::from_utf8_lossy(&r.stderr).trim()
-            )),
+            source: crate::infra::qemu::error::AgentError::Identity {
+                exit: r.exit_code,
+                stderr: String::from_utf8_lossy(&r.stderr).trim().to_string(),
+            },
         }));
     }
     vm.set_env(&vp.env);

@@ -23,7 +23,7 @@ pub enum LoadError {
     #[error(transparent)]
     Spec(#[from] SpecError),
     /// The project's `images/` catalog could not be found or read.
-    #[error("error: {0}")]
+    #[error(transparent)]
     Catalog(#[from] ImageError),
 }
 

@@ -36,7 +36,7 @@ pub struct BuildLock {
 /// lock is free), e.g. to say what the build waits for.
 ///
 /// Errors: [`ImageError::Io`] when the lock file can't be created or locked;
-/// [`ImageError::Kernel`] when `cancel` is set while waiting.
+/// [`ImageError::BuildWaitInterrupted`] when `cancel` is set while waiting.
 pub fn acquire(root: &Path, cancel: &CancelFlag, waiting: impl FnOnce()) -> Result<BuildLock, ImageError> {
     std::fs::create_dir_all(root).map_err(ImageError::io("creating the cache folder", root))?;
     let path = root.join(BUILD_LOCK_FILE);
@@ -55,15 +55,16 @@ pub fn acquire(root: &Path, cancel: &CancelFlag, waiting: impl FnOnce()) -> Resu
                     w();
                 }
                 if cancel.is_cancelled() {
-                    return Err(ImageError::Kernel(format!(
-                        "interrupted while waiting for another kernel build ({})",
-                        path.display()
-                    )));
+                    return Err(ImageError::BuildWaitInterrupted { lock: path });
                 }
                 std::thread::sleep(RETRY);
             }
             Err((_, e)) => {
-                return Err(ImageError::Io { what: "locking", path, source: std::io::Error::from(e) });
+                return Err(ImageError::Io(crate::path_io::PathIo {
+                    what: "locking",
+                    path,
+                    source: std::io::Error::from(e),
+                }));
             }
         }
     }

@@ -152,17 +152,29 @@ impl Cache {
             if final_path.is_dir() {
                 return Ok((final_path, CacheOutcome::Cached, unheld()));
             }
-            return Err(ImageError::Io { what: "creating cache folder", path: kind_dir, source: e });
+            return Err(ImageError::Io(crate::path_io::PathIo {
+                what: "creating cache folder",
+                path: kind_dir,
+                source: e,
+            }));
         }
         let lock_file = match File::options().create(true).append(true).open(&lock_path) {
             Ok(f) => f,
             Err(_) if final_path.is_dir() => return Ok((final_path, CacheOutcome::Cached, unheld())),
-            Err(e) => return Err(ImageError::Io { what: "creating cache lock", path: lock_path, source: e }),
+            Err(e) => {
+                return Err(ImageError::Io(crate::path_io::PathIo {
+                    what: "creating cache lock",
+                    path: lock_path,
+                    source: e,
+                }))
+            }
         };
-        let lock_err = |e: nix::errno::Errno| ImageError::Io {
-            what: "locking cache entry",
-            path: lock_path.clone(),
-            source: e.into(),
+        let lock_err = |e: nix::errno::Errno| {
+            ImageError::Io(crate::path_io::PathIo {
+                what: "locking cache entry",
+                path: lock_path.clone(),
+                source: e.into(),
+            })
         };
         let lock = Flock::lock(lock_file, FlockArg::LockShared).map_err(|(_, e)| lock_err(e))?;
         let mut build = Some(build);
@@ -178,11 +190,11 @@ impl Cache {
             lock.relock(FlockArg::LockExclusive).map_err(lock_err)?;
             if !final_path.is_dir() {
                 let Some(build) = build.take() else {
-                    return Err(ImageError::Io {
+                    return Err(ImageError::Io(crate::path_io::PathIo {
                         what: "keeping the entry just built (it was removed at once: is `vmrepro images gc` running in a loop?)",
                         path: final_path,
                         source: std::io::Error::from(std::io::ErrorKind::NotFound),
-                    });
+                    }));
                 };
                 self.build_locked(kind, key, &final_path, build)?;
                 outcome = CacheOutcome::Built;
@@ -334,11 +346,11 @@ fn commit(tmp: tempfile::TempDir, final_path: &Path) -> Result<(), ImageError> {
     let built = tmp.keep();
     if let Err(e) = std::fs::rename(&built, final_path) {
         let _ = std::fs::remove_dir_all(&built);
-        return Err(ImageError::Io {
+        return Err(ImageError::Io(crate::path_io::PathIo {
             what: "moving built entry into the cache",
             path: final_path.to_path_buf(),
             source: e,
-        });
+        }));
     }
     // Make the rename itself durable; a failure here only risks a rebuild.
     if let Some(d) = final_path.parent().and_then(|p| File::open(p).ok()) {

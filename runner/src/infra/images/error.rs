@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::path_io::PathIo;
+
 /// Errors while reading recipes or building/fetching artefacts.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -22,16 +24,9 @@ pub enum ImageError {
         /// What is wrong.
         message: String,
     },
-    /// A file operation failed.
-    #[error("{what}: {}: {source}", path.display())]
-    Io {
-        /// What we were doing.
-        what: &'static str,
-        /// The path involved.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
+    /// A file operation failed (worded `what: path: error`, as image errors always were).
+    #[error("{}: {}: {}", .0.what, .0.path.display(), .0.source)]
+    Io(#[source] PathIo),
     /// An external tool failed.
     #[error("{tool} failed ({status}); last output:\n{tail}")]
     Tool {
@@ -42,9 +37,47 @@ pub enum ImageError {
         /// Last lines of its output.
         tail: String,
     },
-    /// A download failed or had the wrong checksum.
+    /// A download failed (other than [`ImageError::PinGone`] and
+    /// [`ImageError::Checksum`]).
     #[error("{0}")]
     Fetch(String),
+    /// The archive answered 404 for a pinned package: that version has left it.
+    #[error("{url}: 404 Not Found — the pinned version has left the archive; fetch it from Debian's snapshot archive (set VMREPRO_DEBIAN_MIRROR) or re-pin images/kernels.yaml")]
+    PinGone {
+        /// The package's URL.
+        url: String,
+    },
+    /// A download's size or SHA-256 differs from its pin: it is refused.
+    #[error("{url}: expected {size} bytes with SHA-256 {sha256}, got {got_size} bytes with SHA-256 {got_sha256}; refusing it")]
+    Checksum {
+        /// The package's URL.
+        url: String,
+        /// The pinned size, bytes.
+        size: u64,
+        /// The pinned SHA-256.
+        sha256: String,
+        /// The size downloaded, bytes.
+        got_size: u64,
+        /// The SHA-256 of what was downloaded.
+        got_sha256: String,
+    },
+    /// The host's apt sources name no Debian archive of this kind, and its variable is
+    /// unset.
+    #[error("cannot find {what} in the host's apt sources{where_}; set {variable}")]
+    NoArchive {
+        /// Which archive (`a Debian archive`, `the Debian security archive`).
+        what: &'static str,
+        /// Where it looked (` (/etc/apt/sources.list.d/*.sources, …)` or nothing).
+        where_: &'static str,
+        /// The environment variable that names it.
+        variable: &'static str,
+    },
+    /// The run was interrupted while its build waited for another build's lock.
+    #[error("interrupted while waiting for another kernel build ({})", lock.display())]
+    BuildWaitInterrupted {
+        /// The build lock.
+        lock: PathBuf,
+    },
     /// A kernel package or tree doesn't have what we need.
     #[error("{0}")]
     Kernel(String),
@@ -56,6 +89,6 @@ pub enum ImageError {
 
 impl ImageError {
     pub(crate) fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ImageError + 'a {
-        move |source| ImageError::Io { what, path: path.to_path_buf(), source }
+        move |source| ImageError::Io(PathIo { what, path: path.to_path_buf(), source })
     }
 }

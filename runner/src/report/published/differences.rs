@@ -8,7 +8,8 @@ use serde::Deserialize;
 
 use crate::analyse::Analysis;
 use crate::run::record::read_json;
-use crate::run::{RunError, PLAN_FILE};
+use crate::run::record::RunDirError;
+use crate::run::PLAN_FILE;
 use crate::schema::{Accel, VmNetSpec};
 
 impl PlanVm {
@@ -66,7 +67,7 @@ struct PlanVms {
 /// The VMs of `plan.json` in run folder `dir`.
 ///
 /// Errors: the file can't be read or parsed.
-pub fn plan_vms(dir: &Path) -> Result<Vec<PlanVm>, RunError> {
+pub fn plan_vms(dir: &Path) -> Result<Vec<PlanVm>, RunDirError> {
     Ok(read_json::<PlanVms>(&dir.join(PLAN_FILE))?.vms)
 }
 

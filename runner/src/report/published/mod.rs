@@ -23,7 +23,9 @@ use std::path::{Path, PathBuf};
 
 use crate::analyse::{analyse_dir, AnalyseError, Analysis};
 use crate::measure::analysis::metric_value;
+use crate::path_io::PathIo;
 use crate::run::environment::{self, Environment, KernelOrigin};
+use crate::run::record::RunDirError;
 use crate::run::StepStatus;
 use crate::scenarios::nfs_read;
 use crate::schema::measure::Better;
@@ -65,8 +67,8 @@ pub fn write_analysed(a: &Analysis) -> Result<Written, AnalyseError> {
     let doc = document(a, env.as_ref(), &vms);
     let md = a.dir.join(REPORT_MD);
     let html = a.dir.join(REPORT_HTML);
-    std::fs::write(&md, document::markdown(&doc)).map_err(crate::run::io_err("writing", &md))?;
-    std::fs::write(&html, document::html(&doc)).map_err(crate::run::io_err("writing", &html))?;
+    std::fs::write(&md, document::markdown(&doc)).map_err(|e| RunDirError::from(PathIo::on("writing", &md)(e)))?;
+    std::fs::write(&html, document::html(&doc)).map_err(|e| RunDirError::from(PathIo::on("writing", &html)(e)))?;
     Ok(Written { markdown: md, html })
 }
 
