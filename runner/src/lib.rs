@@ -4,7 +4,7 @@
 //!
 //! - [`schema`]: the suite as written: raw serde types, loading, located errors.
 //! - [`suite`]: [`schema`] → [`suite::validate`] (cross-field rules) →
-//!   [`suite::compile`] → [`plan`] (the typed, expanded plan, as data).
+//!   [`suite::compile`](mod@suite::compile) → [`plan`] (the typed, expanded plan, as data).
 //! - [`infra`]: what runs the plan: [`infra::images`] (kernels, rootfs, cache),
 //!   [`infra::net`] (private bridge), [`infra::qemu`] (VMs over QMP and the guest agent).
 //! - [`run`]: executes a plan: boots the VMs, runs the steps, records everything.
@@ -19,7 +19,7 @@
 //! - [`publish`]: a run as one file for a bug report (`vmrepro bundle`), and its re-run
 //!   and comparison (`vmrepro replay`, `vmrepro compare`).
 //!
-//! - [`bench`]: `vmrepro bench`, the runner against a bare QEMU boot, and a suite's
+//! - [`bench`](mod@bench): `vmrepro bench`, the runner against a bare QEMU boot, and a suite's
 //!   wall time split into phases.
 //!
 //! The `vmrepro` binary is a thin shell around [`cli`]; [`exit`] holds its exit codes.

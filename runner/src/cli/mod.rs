@@ -1,5 +1,5 @@
-//! The `vmrepro` command line: argument parsing ([`args`]), dispatch to the library and
-//! exit codes ([`dispatch`]), progress rendering and signals ([`progress`]), and one
+//! The `vmrepro` command line: argument parsing (`args.rs`), dispatch to the library and
+//! exit codes (`dispatch.rs`), progress rendering and signals (`progress.rs`), and one
 //! module per group of subcommands. `main.rs` only calls [`main`].
 
 mod args;

@@ -1,6 +1,6 @@
 //! Analysis of a measurement from a saved run folder: no VM, only files.
 //!
-//! For every measured iteration ([`super::plan::Iteration`], listed in the run's
+//! For every measured iteration ([`crate::plan::measurement::Iteration`], listed in the run's
 //! `plan.json`) the step's stdout (`vms/<vm>/NN-<step>.stdout`, named in `run.json`) is
 //! split into its sections ([`Sections`]); GNU time's report gives the elapsed, user
 //! and system seconds and `run`'s exit status; each observer's two outputs give counter

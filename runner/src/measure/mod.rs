@@ -10,7 +10,7 @@
 //! - [`stats`]: counter deltas, summaries and the verdict rule.
 //!
 //! The `measure:` YAML block is [`crate::schema::measure`]; compiling it is
-//! [`crate::suite::compile`]. Built-in scenarios ([`crate::scenarios`]) are presets:
+//! [`crate::suite::compile`](mod@crate::suite::compile). Built-in scenarios ([`crate::scenarios`]) are presets:
 //! they expand into ordinary steps plus a
 //! [`MeasurementPlan`](crate::plan::measurement::MeasurementPlan).
 

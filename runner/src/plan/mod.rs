@@ -1,9 +1,10 @@
-//! Compiling a validated suite into a typed [`Plan`] (spec → validate → **plan**).
+//! What runs, as data: the typed [`Plan`] a suite compiles into (schema → validate →
+//! **plan**), written to every run folder as `plan.json`: every VM with its steps,
+//! every measurement with its iterations, the `nfs_read` preset's facts.
 //!
-//! Defaults are applied here (one source of truth: the `DEFAULT_*` constants), paths
-//! are resolved against the suite's folder, the `nfs_read` scenario is expanded by its
-//! preset ([`crate::scenarios::nfs_read`]) and every measurement ([`crate::measure`])
-//! into ordinary steps on the VMs. Generated step names come from [`names`].
+//! The defaults live here (one source of truth: the `DEFAULT_*` constants), applied by
+//! [`crate::suite::compile`](mod@crate::suite::compile); generated step names come from
+//! [`names`]. Nothing here runs anything ([`crate::run`] does).
 
 pub mod measurement;
 pub mod names;

@@ -1,6 +1,6 @@
 //! The run stage itself: [`run`] and [`run_with`] (the run folder, the record, the
 //! interruption and `--keep`, teardown and the final status) over
-//! [`execute`](super::phases::execute)'s phases.
+//! `phases::execute`'s phases.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

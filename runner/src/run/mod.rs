@@ -1,4 +1,4 @@
-//! Executing a [`Plan`]: images → network → VMs → steps → results.
+//! Executing a [`Plan`](crate::plan::Plan): images → network → VMs → steps → results.
 //!
 //! Everything the run sees is written under its results folder as soon as it is known
 //! (step outputs when the step ends, console logs live there while QEMU writes them,

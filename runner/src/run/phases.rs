@@ -79,7 +79,7 @@ async fn resolve_images(
 }
 
 /// The run's private temp folder, with its control socket for `vmrepro stop`, kept in
-/// `res` so that it outlives every QEMU (see [`run`]).
+/// `res` so that it outlives every QEMU (see [`run`](super::run)).
 fn open_temp_dir(
     rec: &Recorder,
     res: &mut Resources,

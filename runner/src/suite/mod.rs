@@ -1,6 +1,6 @@
 //! The suite: from a YAML file to a typed plan (**schema** → **validate** → **plan**).
 //!
-//! [`load`] is the whole stage: read and deserialize the file ([`schema`](crate::schema)), find the
+//! [`load`] is the whole stage: read and deserialize the file ([`crate::schema`]), find the
 //! project's `images/` catalog, check the cross-field rules ([`validate`]), compile
 //! ([`plan`](crate::plan)) and check what only the compiled plan shows (every wait can end). It
 //! prints nothing; its errors say where and why.
@@ -39,8 +39,8 @@ pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
 }
 
 /// Loads the suite at `path`: reads it, finds the catalog (`images` if given, else
-/// `$VMREPRO_IMAGES`, else the nearest `images/` above the suite), validates and
-/// compiles it.
+/// `$VMREPRO_IMAGES`, else the nearest `images/` above the suite, else the one this
+/// binary was built from: see [`Catalog::locate`]), validates and compiles it.
 ///
 /// Errors: see [`LoadError`].
 pub fn load(path: &Path, images: Option<&Path>) -> Result<(Plan, Catalog), LoadError> {

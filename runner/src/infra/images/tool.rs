@@ -1,5 +1,5 @@
 //! Running the external tools that build images (mmdebstrap, mkfs, make, dpkg-deb, …):
-//! [`run_tool`] in its own process group, killed with the runner or when the run's
+//! `run_tool` in its own process group, killed with the runner or when the run's
 //! [`CancelFlag`] is set.
 
 use std::path::Path;
@@ -9,7 +9,7 @@ use super::ImageError;
 /// A per-run cancellation flag for image builds: set it and every external tool started
 /// by `run_tool` with it (and that tool's children: it runs in its own process group)
 /// is killed within 100 ms, and its build fails, so nothing half-built reaches the cache.
-/// Each run has its own flag (see [`Cache::with_cancel`]): an interrupted run never
+/// Each run has its own flag (see [`Cache::with_cancel`](super::Cache::with_cancel)): an interrupted run never
 /// fails the builds of a later run in the same process.
 #[derive(Debug, Clone, Default)]
 pub struct CancelFlag(std::sync::Arc<std::sync::atomic::AtomicBool>);

@@ -35,7 +35,7 @@ const SLOW_POLL: Duration = Duration::from_millis(500);
 const FAST_POLLS: u32 = 50;
 
 /// The delay before poll number `n` of a running step: [`poll_delay`] for the first
-/// [`FAST_POLLS`] (about 4.7 s), then 500 ms. Each poll wakes the guest agent inside
+/// 50 polls (about 4.7 s), then 500 ms. Each poll wakes the guest agent inside
 /// the guest; under TCG a guest polled ten times a second used 9.0 % of a host core
 /// against 3.8–4.4 % for an idle one (`/proc/PID/stat`, 15 s, BENCHMARKS.md), CPU
 /// taken from the measured guest itself during a long read. A long step is then seen

@@ -9,7 +9,7 @@
 //! mounts, the network conditions, what else than the kernel differs between compared
 //! VMs, the comparison in the kernel test robot's layout ([`comparison_table`]) with each
 //! verdict, the commands that reproduce it, and the raw output of one repeat per VM.
-//! [`write`] renders it into the run folder (with [`document::markdown`] and
+//! [`write()`] renders it into the run folder (with [`document::markdown`] and
 //! [`document::html`]); `vmrepro run`
 //! calls it at the end of every run and `vmrepro report RUN_DIR` on any run folder.
 

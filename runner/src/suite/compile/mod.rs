@@ -2,7 +2,7 @@
 //! (the `DEFAULT_*` constants of [`crate::plan`]), paths resolved against the suite's
 //! folder, the `nfs_read` preset and every `measure:` entry expanded into steps.
 //!
-//! [`compile`] (in `imp.rs`) is the stage; [`vm`] compiles one VM and its setup
+//! [`compile()`] (in `imp.rs`) is the stage; `vm.rs` compiles one VM and its setup
 //! steps, [`measure`] the measurements.
 
 mod imp;
