@@ -351,6 +351,10 @@ async fn save_state(
 ///
 /// Errors: the VM failed (didn't boot, QEMU exited, agent lost, a step timed out), a
 /// dependency did not end within a step's timeout, or the results couldn't be written.
+// Over 150 lines, kept whole for now: the one loop over a VM's steps, whose arms (wait
+// for `after`, run, time out, record, publish) share its state (the VM, the record,
+// the progress channel). It splits with the run record as an event consumer
+// (DESIGN-REVIEW §6 change 10), which takes the recording out of the loop.
 pub(super) async fn run_vm(
     vm: &mut Vm,
     vp: &VmPlan,
