@@ -50,12 +50,12 @@
             --set-default VMREPRO_IMAGES $out/share/vmrepro/images
         '';
       });
-      # The tests that boot no VM (as in docs/src/contributing.md, "The tests"): unit tests, plans, suite
-      # errors, parsers, reports/bundles.
+      # The tests that boot no VM: `cargo fast` (.cargo/config.toml; docs/src/contributing.md,
+      # "The tests"), the same list (runner/tests/flake.rs checks that they agree).
       vmFreeTests = pkgs.rustPlatform.buildRustPackage (common // {
         pname = "vmrepro-vm-free-tests";
         doCheck = true;
-        cargoTestFlags = [ "--lib" "--test" "plans" "--test" "bad_suites" "--test" "parsers" "--test" "publish" ];
+        cargoTestFlags = [ "--lib" "--test" "plans" "--test" "bad_suites" "--test" "parsers" "--test" "analyse" "--test" "publish" "--test" "repin" "--test" "flake" "--test" "readme" "--example" "rto_carryover_model" ];
         nativeCheckInputs = [ pkgs.e2fsprogs ];
         CI = "true";
       });

@@ -2,8 +2,9 @@
 //!
 //! A suite flows through one pipeline; each top-level module owns one part of it:
 //!
-//! - [`suite`]: the YAML suite: [`suite::spec`] (raw types, loading, located errors) →
-//!   [`suite::validate`] (cross-field rules) → [`suite::plan`] (the typed, expanded plan).
+//! - [`schema`]: the suite as written: raw serde types, loading, located errors.
+//! - [`suite`]: [`schema`] → [`suite::validate`] (cross-field rules) →
+//!   [`suite::compile`](mod@suite::compile) → [`plan`] (the typed, expanded plan, as data).
 //! - [`infra`]: what runs the plan: [`infra::images`] (kernels, rootfs, cache),
 //!   [`infra::net`] (private bridge), [`infra::qemu`] (VMs over QMP and the guest agent).
 //! - [`run`]: executes a plan: boots the VMs, runs the steps, records everything.
@@ -18,7 +19,7 @@
 //! - [`publish`]: a run as one file for a bug report (`vmrepro bundle`), and its re-run
 //!   and comparison (`vmrepro replay`, `vmrepro compare`).
 //!
-//! - [`bench`]: `vmrepro bench`, the runner against a bare QEMU boot, and a suite's
+//! - [`bench`](mod@bench): `vmrepro bench`, the runner against a bare QEMU boot, and a suite's
 //!   wall time split into phases.
 //!
 //! The `vmrepro` binary is a thin shell around [`cli`]; [`exit`] holds its exit codes.
@@ -51,6 +52,7 @@ macro_rules! errln {
     }};
 }
 
+pub mod analyse;
 pub mod bench;
 pub mod cli;
 pub mod events;
@@ -58,10 +60,11 @@ pub mod exit;
 pub mod infra;
 pub mod measure;
 pub mod parse;
+pub mod path_io;
 pub mod plan;
 pub mod publish;
 pub mod report;
 pub mod run;
 pub mod scenarios;
-pub mod spec;
+pub mod schema;
 pub mod suite;

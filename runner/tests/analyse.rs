@@ -18,7 +18,7 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use vmrepro::report::results::analyse_dir;
+use vmrepro::analyse::analyse_dir;
 
 fn fixtures() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs");
@@ -242,7 +242,7 @@ fn synthetic_run(compare: &str, ends: &[(&str, &str, Option<i64>, &str)]) -> tem
         "name: outcomes\nnetwork: {{ subnet: 10.90.0.0/24 }}\nvms:\n  - {{ name: old, kernel: {{ debian: \"5.10\" }}, address: 10.90.0.2 }}\n  - {{ name: new, kernel: {{ debian: \"6.12\" }}, address: 10.90.0.3 }}\nmeasure:\n  - name: mount\n    on: [old, new]\n    repeat: 1\n    run: mount -t nfs -o proto=udp 10.90.0.9:/srv/export /mnt\n    compare: {compare}\n"
     );
     let root = support::repo_root();
-    let file = vmrepro::spec::load::parse_suite(&root.join("suites/outcomes.yaml"), suite).expect("suite");
+    let file = vmrepro::schema::load::parse_suite(&root.join("suites/outcomes.yaml"), suite).expect("suite");
     let catalog = vmrepro::infra::images::Catalog::load(&root.join("images")).expect("images/");
     let plan = vmrepro::suite::compile(&file, &catalog).expect("compiles");
     let dir = tempfile::tempdir().unwrap();

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use support::{regex_literal, repo_root};
 use vmrepro::infra::images::Catalog;
 use vmrepro::plan::Plan;
-use vmrepro::spec::load::MAX_SUITE_BYTES;
-use vmrepro::spec::{load_suite, SpecError};
-use vmrepro::suite::validate::extras::MAX_FILE_BYTES;
+use vmrepro::schema::load::MAX_SUITE_BYTES;
+use vmrepro::schema::{load_suite, SpecError};
+use vmrepro::suite::validate::files::MAX_FILE_BYTES;
 
 const FIXTURES: &str = "runner/tests/fixtures/bad-suites";
 
@@ -272,7 +272,7 @@ fn commands_longer_than_an_exec_argument_are_refused() {
 /// suite's folder or the images folder).
 #[test]
 fn bundle_suites_may_not_leave_their_folder() {
-    use vmrepro::spec::{load_suite_with, LoadOptions};
+    use vmrepro::schema::{load_suite_with, LoadOptions};
     let tmp = tempfile::tempdir().expect("tempdir");
     let bundle = tmp.path().join("bundle");
     let outside = tmp.path().join("outside");
@@ -340,7 +340,7 @@ fn bundle_suites_may_not_leave_their_folder() {
 /// there are: no flood of output, no time spent locating problems nobody reads.
 #[test]
 fn problems_are_capped() {
-    use vmrepro::spec::load::MAX_PROBLEMS;
+    use vmrepro::schema::load::MAX_PROBLEMS;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("thirty-thousand-duplicates.yaml");
     let mut text = String::from("name: demo\nnetwork:\n  subnet: 10.80.0.0/24\nvms:\n  - name: alpha\n    kernel: { debian: \"6.1\" }\n    address: 10.80.0.10\n    steps:\n");
@@ -370,7 +370,7 @@ fn problems_are_capped() {
 fn bom_and_line_endings_do_not_change_a_suite() {
     let catalog = Catalog::load(&repo_root().join("images")).expect("images/");
     let plan_of = |path: &Path, text: String| -> String {
-        let file = vmrepro::spec::load::parse_suite(path, text).unwrap_or_else(|e| panic!("{e}"));
+        let file = vmrepro::schema::load::parse_suite(path, text).unwrap_or_else(|e| panic!("{e}"));
         let plan = vmrepro::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"));
         serde_json::to_string(&plan).expect("plan serializes")
     };

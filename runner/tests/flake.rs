@@ -23,6 +23,27 @@ fn nix() -> bool {
     ok
 }
 
+/// The arguments of `cargo fast` after `test` (the `fast` alias of `.cargo/config.toml`).
+fn fast_tier_flags() -> String {
+    let config = std::fs::read_to_string(support::repo_root().join(".cargo/config.toml")).unwrap();
+    let line = config.lines().find_map(|l| l.strip_prefix("fast = \"")).expect("a `fast` alias");
+    let alias = line.strip_suffix('"').expect("a one-line alias");
+    alias.strip_prefix("test ").expect("a `cargo test` alias").to_string()
+}
+
+/// `checks.tests` runs the same VM-free tests as `cargo fast` (checked without Nix:
+/// the flake's list is read from its text).
+#[test]
+fn the_flakes_tests_are_cargo_fast() {
+    let flake = std::fs::read_to_string(support::repo_root().join("flake.nix")).unwrap();
+    let list = flake.split("cargoTestFlags = [").nth(1).and_then(|r| r.split(']').next()).expect("cargoTestFlags");
+    let flags: Vec<&str> = list.split_whitespace().map(|w| w.trim_matches('"')).collect();
+    assert_eq!(flags.join(" "), fast_tier_flags());
+    for binary in ["plans", "bad_suites", "parsers", "analyse", "publish", "repin", "flake", "readme"] {
+        assert!(flags.windows(2).any(|w| w == ["--test", binary]), "{binary} is in the fast tier");
+    }
+}
+
 #[test]
 fn pinned_kernels_json_is_current() {
     let root = support::repo_root();
@@ -73,7 +94,7 @@ fn flake_outputs_have_the_expected_structure() {
     assert!(v["reproduceText"].as_str().unwrap().contains("/bin/vmrepro replay \"$@\""), "{}", v["reproduceText"]);
     assert!(v["flagshipProgram"].as_str().unwrap().ends_with("/bin/vmrepro-nfs-read-100mb"));
     let flags = names("testFlags").join(" ");
-    assert_eq!(flags, "--lib --test plans --test bad_suites --test parsers --test publish");
+    assert_eq!(flags, fast_tier_flags());
     assert_eq!(v["packageCommit"], "0123456789abcdef0123456789abcdef01234567");
     assert!(v["lockFile"].as_str().unwrap().ends_with("/Cargo.lock"));
     // One fixed-output fetch per pinned package, from the archive the caller named.

@@ -1,10 +1,10 @@
 //! Data-driven snapshot tests for `vmrepro::parse` and `vmrepro::measure::stats`.
 //!
-//! Every `*.txt` under `tests/fixtures/parse/{gnutime,netstat,nfsstat,bashtime,
-//! procnet,procrpcnfs}/` is parsed and its result (`Ok: …` or `Err: "<message>"`) compared with
+//! Every `*.txt` under `tests/fixtures/parse/{gnutime,netstat,nfsstat,procnet,
+//! procrpcnfs}/` is parsed and its result (`Ok: …` or `Err: "<message>"`) compared with
 //! `snapshots/parse__<tool>__<file stem>.snap` at the repository root; every
 //! directory under `tests/fixtures/parse/measurement/` is one measured read
-//! whose [`Measurement`] and counter deltas are compared with
+//! whose GNU time numbers, derived metrics and counter deltas are compared with
 //! `snapshots/parse__measurement__<dir>.snap`. New fixture files are picked up
 //! automatically (see `tests/fixtures/parse/README.md`). Besides the
 //! snapshots, the tests check invariants and the key counters of the fixtures
@@ -18,7 +18,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use vmrepro::measure::observer::{derived_metrics, Observation};
 use vmrepro::measure::stats::delta;
-use vmrepro::parse::{bashtime, gnutime, netstat, nfsstat, procnet, procrpcnfs, ParseError};
+use vmrepro::parse::{gnutime, netstat, nfsstat, procnet, procrpcnfs, ParseError};
 use vmrepro::plan::measurement::ObserverKind;
 
 /// Bytes read by the measured command in the bug report (`cat` of the test file).
@@ -322,59 +322,6 @@ fn measurement_scenarios() {
     assert_eq!(new.metrics["udp_receive_buffer_errors"], Some(0));
     let tput = new.throughput_mb_s.unwrap();
     assert!((tput - 100.0 / 127.09).abs() < 1e-9, "{tput}");
-}
-
-#[test]
-fn bashtime_fixtures() {
-    let r = snapshot_tool("bashtime", bashtime::parse);
-    let times = |name: &str| {
-        let t = ok(&r, name);
-        (t.elapsed_s, t.user_s, t.system_s)
-    };
-
-    assert_eq!(times("bash-5.2-bookworm-default"), (2.82, 1.742, 0.09));
-    assert_eq!(times("bash-5.2-bookworm-over-a-minute"), (63.003, 0.002, 0.0));
-    assert_eq!(times("bash-5.2-bookworm-posix-p"), (2.38, 1.78, 0.18));
-    assert_eq!(times("bash-5.2-bookworm-de-DE-comma"), (2.059, 1.753, 0.143));
-    assert_eq!(times("bash-5.2-bookworm-de-DE-posix-p-comma"), (1.42, 1.29, 0.09));
-    assert_eq!(times("gnu-time-1.9-bookworm-p"), (1.49, 1.22, 0.07));
-    assert_eq!(times("gnu-time-1.9-bookworm-p-de-DE"), (1.86, 1.59, 0.09));
-    assert_eq!(times("spaces-instead-of-tabs"), (4.512, 0.004, 1.201));
-    assert_eq!(times("large-minute-count"), (74045.678, 0.13, 121.042));
-    assert_eq!(times("bash-2003-era-nfs-read"), (41.87, 0.011, 0.099));
-    for (name, t) in r.iter().filter_map(|(n, t)| Some((n, t.as_ref().ok()?))) {
-        if name != "bash-5.2-bookworm-command-stderr-before"
-            && name != "serial-console-interleaved"
-            && name != "two-posix-reports-second-glued"
-        {
-            assert!(t.unknown.is_empty(), "{name}: {:?}", t.unknown);
-        }
-    }
-
-    let t = ok(&r, "bash-5.2-bookworm-command-stderr-before");
-    assert_eq!(t.elapsed_s, 0.003);
-    assert_eq!(t.unknown, vec!["cat: /tmp/cap/missing: No such file or directory"]);
-
-    let t = ok(&r, "serial-console-interleaved");
-    assert_eq!((t.elapsed_s, t.user_s, t.system_s), (127.093, 0.004, 0.412));
-    assert_eq!(t.unknown.len(), 4, "{:?}", t.unknown);
-
-    let t = ok(&r, "two-posix-reports-second-glued");
-    assert_eq!((t.elapsed_s, t.user_s, t.system_s), (12.4, 0.01, 0.95));
-    assert_eq!(t.unknown, vec!["real 0.52", "user 0.00", "sys 0.10", "read 99999744 bytes"]);
-
-    let missing = |name: &str| match err(&r, name) {
-        ParseError::Incomplete { missing, .. } => missing,
-        e => panic!("{name}: {e:?}"),
-    };
-    assert_eq!(missing("bash-5.2-bookworm-posix-mode-bare-time"), vec!["real"]);
-    assert_eq!(missing("truncated-no-sys"), vec!["sys"]);
-    assert!(matches!(err(&r, "not-bash-gnu-time-default"), ParseError::NotRecognised { lines: 2, .. }));
-    assert!(matches!(err(&r, "empty"), ParseError::Empty { .. }));
-
-    // The bash report that the GNU time parser rejects is this parser's input.
-    let bash = bashtime::parse(&read(&fixture_root().join("gnutime/not-gnu-time-bash-keyword.txt"))).unwrap();
-    assert_eq!((bash.elapsed_s, bash.user_s, bash.system_s), (41.87, 0.011, 0.099));
 }
 
 #[test]

@@ -23,7 +23,7 @@ fn every_suite_compiles_into_its_plan() {
         .collect();
     files.sort();
     for path in files {
-        let file = vmrepro::spec::load_suite(&path).unwrap_or_else(|e| panic!("{e}"));
+        let file = vmrepro::schema::load_suite(&path).unwrap_or_else(|e| panic!("{e}"));
         let plan = vmrepro::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"));
         // Every measured VM gets one iteration step per repeat (and warm-up).
         for m in &plan.measurements {

@@ -17,13 +17,14 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use vmrepro::analyse::analyse_dir;
 use vmrepro::infra::images::Cache;
 use vmrepro::measure::analysis::metric_value;
-use vmrepro::publish::bundle::{bundle, extract, verify, BundleOptions};
+use vmrepro::publish::archive::verify;
+use vmrepro::publish::bundle::{bundle, extract, BundleOptions};
 use vmrepro::publish::redact::Identity;
 use vmrepro::publish::replay::{compare, open, prepare, ReplayError};
 use vmrepro::report::published;
-use vmrepro::report::results::analyse_dir;
 use vmrepro::run::environment::{file_sha256, Environment, ENVIRONMENT_FILE};
 
 const HOME: &str = "/home/kmaint";
@@ -325,9 +326,10 @@ fn a_bundle_round_trips_and_compares_equal_to_its_run() {
         vmrepro::suite::load(&ex.top.join(&ex.info.suite_file), Some(&ex.top.join(&ex.info.images_dir))).unwrap();
     assert_eq!(plan.vms.len(), 3);
     let here = vmrepro::infra::images::Catalog::load(&support::repo_root().join("images")).unwrap();
+    let recipe = vmrepro::infra::images::rootfs::RootfsRequest::new("bookworm-nfs", &[]);
     assert_eq!(
-        vmrepro::infra::images::rootfs::rootfs_key(&catalog, "bookworm-nfs").unwrap(),
-        vmrepro::infra::images::rootfs::rootfs_key(&here, "bookworm-nfs").unwrap()
+        vmrepro::infra::images::rootfs::rootfs_key_with(&catalog, &recipe).unwrap(),
+        vmrepro::infra::images::rootfs::rootfs_key_with(&here, &recipe).unwrap()
     );
     // Bundle against run folder: the same results, every verdict agrees.
     let (a, b) = (open(&dir).unwrap(), open(&out).unwrap());

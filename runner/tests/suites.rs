@@ -71,7 +71,7 @@ fn beside_others(path: &Path) -> bool {
 
 fn run_suite(path: &Path) -> TestResult {
     let root = support::repo_root();
-    let file = vmrepro::spec::load_suite(path)?;
+    let file = vmrepro::schema::load_suite(path)?;
     let catalog = Catalog::load(&root.join("images"))?;
     let plan = vmrepro::suite::compile(&file, &catalog)?;
     let cache = Cache::from_env();
@@ -87,7 +87,7 @@ fn run_suite(path: &Path) -> TestResult {
             // time, like every other suite's; the run below then finds its images cached.
             let _images = support::vm_lock();
             // A failure here is the run's to report, with its own message and record.
-            let _ = rt.block_on(plan.resolve_images(&cache, &catalog, &events));
+            let _ = rt.block_on(vmrepro::run::images::resolve(&plan, &cache, &catalog, &events));
         }
         support::beside_lock()
     } else {
@@ -116,7 +116,7 @@ fn run_suite(path: &Path) -> TestResult {
         plan.suite,
         outcome.record.error.as_deref().unwrap_or("")
     );
-    let analysis = vmrepro::report::results::analyse_dir(&outcome.dir)?;
+    let analysis = vmrepro::analyse::analyse_dir(&outcome.dir)?;
     eprintln!("{}", vmrepro::report::tables(&analysis));
     let normalised = vmrepro::report::snapshot::normalise(&analysis)?;
     let snap_path = root.join("snapshots").join(format!("{}__result.snap", plan.suite));

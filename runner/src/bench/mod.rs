@@ -33,7 +33,7 @@ use crate::infra::images::{resolve_all, Cache, Catalog};
 use crate::infra::qemu::args::Accelerator;
 use crate::plan::Plan;
 use crate::run::{RunOptions, RunRecord};
-use crate::spec::Accel;
+use crate::schema::Accel;
 
 /// Longest bare boot before it counts as failed, seconds.
 const BARE_LIMIT: Duration = Duration::from_secs(120);
@@ -97,26 +97,61 @@ pub async fn bench(
     if !suites::valid_series(&opts.kernel) {
         return Err(BenchError::Suite(format!("--kernel {:?}: not a Debian kernel series like 6.1", opts.kernel)));
     }
+    let ctx = Ctx { opts, progress, stop };
     let work = tempfile::Builder::new().prefix("vmrepro-bench-").tempdir()?;
     let boot_path = work.path().join("bench-boot.yaml");
     std::fs::write(&boot_path, suites::boot_suite(&opts.kernel, opts.memory_mib))?;
-    let (boot_plan, catalog) = load(&boot_path, &opts.images)?;
-    let (suite_plan, suite_catalog) = load(&opts.suite, &opts.images)?;
-    let stopped = || *stop.borrow();
-    let interrupt = || {
-        let mut rx = stop.clone();
+    let boot = load(&boot_path, &opts.images)?;
+    let suite = load(&opts.suite, &opts.images)?;
+    let (bare_cfg, mut r) = bare_config(opts, &boot.0, &boot.1, work.path()).await?;
+    interleaved_reps(&ctx, &boot, &suite, &bare_cfg, &work.path().join("results"), &mut r).await;
+    if opts.cold && !ctx.stopped() {
+        cold_build(&ctx, &boot.0.vms[0], &boot.1, &mut r).await?;
+    }
+    suite_runs(&ctx, &suite, &mut r).await;
+    scaling(&ctx, work.path(), &mut r).await?;
+    Ok(r)
+}
+
+/// What every phase of the bench needs: the options, where progress goes, and the
+/// stop flag (set by Ctrl-C).
+struct Ctx<'a> {
+    opts: &'a BenchOptions,
+    progress: &'a (dyn Fn(String) + Sync),
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Ctx<'_> {
+    /// Whether the bench was asked to stop.
+    fn stopped(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// A future that resolves when the bench is asked to stop (a run's interrupt).
+    fn interrupt(&self) -> impl std::future::Future<Output = ()> + 'static {
+        let mut rx = self.stop.clone();
         async move {
             let _ = rx.wait_for(|s| *s).await;
         }
-    };
+    }
+}
 
-    // The boot VM's images, resolved once (warm), for the bare boot.
-    let vp = &boot_plan.vms[0];
+/// The bare QEMU boot of the boot VM (`boot`'s only VM): its images resolved (warm),
+/// the accelerator, the initrd written into `work`; and the report started with them.
+///
+/// Errors: [`BenchError::Images`] when the images can't be resolved.
+async fn bare_config(
+    opts: &BenchOptions,
+    boot: &Plan,
+    catalog: &Catalog,
+    work: &Path,
+) -> Result<(bare::BareConfig, BenchReport), BenchError> {
+    let vp = &boot.vms[0];
     let resolved = resolve_all(
         std::slice::from_ref(&vp.kernel),
         &[vp.rootfs_request()],
         &opts.cache,
-        &catalog,
+        catalog,
         &crate::events::discard(),
     )
     .await;
@@ -133,9 +168,9 @@ pub async fn bench(
                 .accel
         }
     };
-    let initrd = work.path().join("bare-initrd.cpio");
-    bare::write_initrd(&rootfs.initramfs_base, &kernel.initramfs_modules, work.path(), &initrd)?;
-    let bare_cfg = bare::BareConfig {
+    let initrd = work.join("bare-initrd.cpio");
+    bare::write_initrd(&rootfs.initramfs_base, &kernel.initramfs_modules, work, &initrd)?;
+    let cfg = bare::BareConfig {
         memory_mib: vp.memory_mib,
         cpus: vp.cpus,
         accel,
@@ -143,46 +178,62 @@ pub async fn bench(
         initrd,
         rootfs: rootfs.image.clone(),
         modules_disk: kernel.modules_disk.clone(),
-        console_log: work.path().join("bare-console.log"),
+        console_log: work.join("bare-console.log"),
     };
-    let mut r = BenchReport {
+    let r = BenchReport {
         reps: opts.reps,
         host_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         accel: format!("{accel:?}").to_lowercase(),
         boot_kernel: format!("{} ({})", vp.kernel.label(), kernel.release),
         ..BenchReport::default()
     };
-    let qemu = crate::infra::qemu::qemu_binary();
-    let boot_results = work.path().join("results");
+    Ok((cfg, r))
+}
 
+/// `--reps` rounds, interleaved: a bare boot, vmrepro booting and vmrepro restoring
+/// the boot VM (in turn order), then a warm resolution of the suite's images.
+async fn interleaved_reps(
+    ctx: &Ctx<'_>,
+    (boot_plan, catalog): &(Plan, Catalog),
+    (suite_plan, suite_catalog): &(Plan, Catalog),
+    bare_cfg: &bare::BareConfig,
+    boot_results: &Path,
+    r: &mut BenchReport,
+) {
+    let qemu = crate::infra::qemu::qemu_binary();
     // The boot VM's kind gets its saved state (if it has none yet) before the reps, so
     // that every "restoring" run restores.
-    if let Err(e) = vmrepro_boot(&boot_plan, &catalog, &opts.cache, &boot_results, false, interrupt()).await {
+    if let Err(e) = vmrepro_boot(boot_plan, catalog, &ctx.opts.cache, boot_results, false, ctx.interrupt()).await {
         r.errors.push(format!("saving the boot VM's state: {e}"));
     }
-    for rep in 1..=opts.reps {
-        if stopped() {
+    for rep in 1..=ctx.opts.reps {
+        if ctx.stopped() {
             break;
         }
         // Bare, booting, restoring: each rep starts with the next one, so each goes
         // first, second and third equally often over three reps.
         for turn in 0..3 {
             match (rep + turn) % 3 {
-                0 => match bare::boot(&qemu, &bare_cfg, BARE_LIMIT).await {
+                0 => match bare::boot(&qemu, bare_cfg, BARE_LIMIT).await {
                     Ok(d) => {
                         r.bare_s.push(d.as_secs_f64());
-                        progress(format!("bench: rep {rep}/{}: bare boot {:.2} s", opts.reps, d.as_secs_f64()));
+                        (ctx.progress)(format!(
+                            "bench: rep {rep}/{}: bare boot {:.2} s",
+                            ctx.opts.reps,
+                            d.as_secs_f64()
+                        ));
                     }
                     Err(e) => r.errors.push(format!("rep {rep}: {e}")),
                 },
                 n => {
                     let fresh = n == 1;
                     let how = if fresh { "booting" } else { "restoring" };
-                    match vmrepro_boot(&boot_plan, &catalog, &opts.cache, &boot_results, fresh, interrupt()).await {
+                    match vmrepro_boot(boot_plan, catalog, &ctx.opts.cache, boot_results, fresh, ctx.interrupt()).await
+                    {
                         Ok(b) => {
-                            progress(format!(
+                            (ctx.progress)(format!(
                                 "bench: rep {rep}/{}: vmrepro {how}: ready {:.2} s, first output {:.2} s, run {:.2} s",
-                                opts.reps, b.agent, b.first_output, b.run
+                                ctx.opts.reps, b.agent, b.first_output, b.run
                             ));
                             if fresh {
                                 r.agent_s.push(b.agent);
@@ -199,39 +250,50 @@ pub async fn bench(
             }
         }
         let t = Instant::now();
-        let warm = suite_plan.resolve_images(&opts.cache, &suite_catalog, &crate::events::discard()).await;
+        let warm =
+            crate::run::images::resolve(suite_plan, &ctx.opts.cache, suite_catalog, &crate::events::discard()).await;
         match warm.failures.first() {
             None => r.images_warm_s.push(t.elapsed().as_secs_f64()),
             Some((what, e)) => r.errors.push(format!("rep {rep}: warm images: {what}: {e}")),
         }
     }
+}
 
-    if opts.cold && !stopped() {
-        let cold = tempfile::Builder::new().prefix("vmrepro-bench-cache-").tempdir()?;
-        let t = Instant::now();
-        let got = resolve_all(
-            std::slice::from_ref(&vp.kernel),
-            &[vp.rootfs_request()],
-            &Cache::new(cold.path().to_path_buf()),
-            &catalog,
-            &crate::events::discard(),
-        )
-        .await;
-        let what = format!("{} + rootfs {}", vp.kernel.label(), vp.rootfs_request().id());
-        match got.failures.first() {
-            None => r.images_cold = Some((what, t.elapsed().as_secs_f64())),
-            Some((w, e)) => r.errors.push(format!("cold build: {w}: {e}")),
-        }
-        progress(format!("bench: cold build {:?}", r.images_cold));
+/// `--cold`: the boot VM's images (`vp`'s) built once into an empty temp cache, timed.
+async fn cold_build(
+    ctx: &Ctx<'_>,
+    vp: &crate::plan::VmPlan,
+    catalog: &Catalog,
+    r: &mut BenchReport,
+) -> Result<(), BenchError> {
+    let cold = tempfile::Builder::new().prefix("vmrepro-bench-cache-").tempdir()?;
+    let t = Instant::now();
+    let got = resolve_all(
+        std::slice::from_ref(&vp.kernel),
+        &[vp.rootfs_request()],
+        &Cache::new(cold.path().to_path_buf()),
+        catalog,
+        &crate::events::discard(),
+    )
+    .await;
+    let what = format!("{} + rootfs {}", vp.kernel.label(), vp.rootfs_request().id());
+    match got.failures.first() {
+        None => r.images_cold = Some((what, t.elapsed().as_secs_f64())),
+        Some((w, e)) => r.errors.push(format!("cold build: {w}: {e}")),
     }
+    (ctx.progress)(format!("bench: cold build {:?}", r.images_cold));
+    Ok(())
+}
 
-    for i in 1..=opts.suite_reps {
-        if stopped() {
+/// `--suite-reps` runs of the suite, each split into phases.
+async fn suite_runs(ctx: &Ctx<'_>, (suite_plan, suite_catalog): &(Plan, Catalog), r: &mut BenchReport) {
+    for i in 1..=ctx.opts.suite_reps {
+        if ctx.stopped() {
             break;
         }
-        match run_suite(&suite_plan, &suite_catalog, opts, interrupt()).await {
+        match run_suite(suite_plan, suite_catalog, ctx.opts, ctx.interrupt()).await {
             Ok((dir, rec, _)) => {
-                progress(format!("bench: suite {} run {i}: {:.1} s", rec.suite, rec.timings.total_s));
+                (ctx.progress)(format!("bench: suite {} run {i}: {:.1} s", rec.suite, rec.timings.total_s));
                 r.suite_runs.push(SuiteRun {
                     suite: rec.suite.clone(),
                     run_dir: dir.display().to_string(),
@@ -243,15 +305,21 @@ pub async fn bench(
             Err(e) => r.errors.push(format!("suite run {i}: {e}")),
         }
     }
+}
 
-    for &n in &opts.scale {
-        if stopped() {
+/// The scaling suite for each `--scale` N (written into `work`), with each QEMU's peak
+/// memory.
+///
+/// Errors: a scaling suite can't be written or doesn't load.
+async fn scaling(ctx: &Ctx<'_>, work: &Path, r: &mut BenchReport) -> Result<(), BenchError> {
+    for &n in &ctx.opts.scale {
+        if ctx.stopped() {
             break;
         }
-        let path = work.path().join(format!("bench-scale-{n}.yaml"));
-        std::fs::write(&path, suites::scaling_suite(n, &opts.kernel, opts.memory_mib))?;
-        let (plan, cat) = load(&path, &opts.images)?;
-        match run_suite(&plan, &cat, opts, interrupt()).await {
+        let path = work.join(format!("bench-scale-{n}.yaml"));
+        std::fs::write(&path, suites::scaling_suite(n, &ctx.opts.kernel, ctx.opts.memory_mib))?;
+        let (plan, cat) = load(&path, &ctx.opts.images)?;
+        match run_suite(&plan, &cat, ctx.opts, ctx.interrupt()).await {
             Ok((_, rec, peaks)) => {
                 let vms: Vec<VmMemory> = plan
                     .vms
@@ -263,7 +331,7 @@ pub async fn bench(
                     })
                     .collect();
                 let boot_max_s = rec.vms.iter().filter_map(|v| v.boot_s).fold(0.0, f64::max);
-                progress(format!("bench: scaling {n} client(s): {:.1} s", rec.timings.total_s));
+                (ctx.progress)(format!("bench: scaling {n} client(s): {:.1} s", rec.timings.total_s));
                 r.scaling.push(ScalePoint {
                     clients: n,
                     status: status_text(&rec),
@@ -275,7 +343,7 @@ pub async fn bench(
             Err(e) => r.errors.push(format!("scaling {n}: {e}")),
         }
     }
-    Ok(r)
+    Ok(())
 }
 
 /// `run.json`'s spelling of the run's status (`passed`, …).
@@ -380,7 +448,7 @@ async fn run_suite(
     let peaks = sampler.finish();
     let out = out.map_err(|e| e.to_string())?;
     // The run's results.json and reports, as `vmrepro run` leaves them.
-    if let Err(e) = crate::report::results::analyse_dir(&out.dir) {
+    if let Err(e) = crate::analyse::analyse_dir(&out.dir) {
         return Err(format!("analysing {}: {e}", out.dir.display()));
     }
     Ok((out.dir, out.record, peaks))

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::BenchArgs;
+use super::args::BenchArgs;
 use crate::exit;
 use crate::infra::images::{Cache, Catalog};
 
@@ -43,7 +43,7 @@ pub(super) async fn bench(args: BenchArgs, images: Option<&Path>, cache: Cache) 
     };
     let (tx, rx) = tokio::sync::watch::channel(false);
     let signals = tokio::spawn(async move {
-        super::interrupted().await;
+        super::progress::interrupted().await;
         let _ = tx.send(true);
     });
     let result = crate::bench::bench(&opts, &|line| errln!("{line}"), rx).await;

@@ -1,14 +1,18 @@
-//! `vmrepro images list|gc|repin`: rendering and exit codes over
-//! [`crate::infra::images::gc`] and [`crate::infra::images::repin`].
+//! `vmrepro images build|list|gc|repin`: rendering and exit codes over
+//! [`crate::infra::images::resolve_all`], [`crate::infra::images::gc`] and
+//! [`crate::infra::images::repin`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::dispatch::load_or_exit;
+use crate::events::EventSink;
 use crate::exit;
 use crate::infra::images::gc::{self, GcPolicy, Outcome, Reason, Usage};
 use crate::infra::images::index::{fetch_packages, parse_packages};
+use crate::infra::images::kernel::KernelSource;
 use crate::infra::images::repin::{self, Decision, PinFields};
-use crate::infra::images::{debian, Cache, Catalog};
+use crate::infra::images::{debian, resolve_all, Cache, Catalog, DEFAULT_ROOTFS};
 
 /// The catalog for `images` (or found from the current folder), or the exit code.
 fn catalog(images: Option<&Path>) -> Result<Catalog, i32> {
@@ -280,5 +284,47 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
         exit::INFRASTRUCTURE
     } else {
         exit::SUCCESS
+    }
+}
+
+/// `vmrepro images build`: resolves every image the suites need (or every pinned
+/// kernel and the default rootfs); returns the exit code.
+pub(super) async fn build_images(suites: &[PathBuf], images: Option<&Path>, cache: &Cache, events: EventSink) -> i32 {
+    let mut kernels: Vec<KernelSource> = Vec::new();
+    let mut rootfs = Vec::new();
+    let mut catalog = None;
+    for s in suites {
+        let (p, c) = match load_or_exit(s, images) {
+            Ok(pc) => pc,
+            Err(code) => return code,
+        };
+        for (k, r) in p.vm_images() {
+            kernels.push(k);
+            rootfs.push(r);
+        }
+        catalog = Some(c);
+    }
+    let catalog = match catalog {
+        Some(c) => c,
+        None => match Catalog::locate(images, Path::new(".")).and_then(|d| Catalog::load(&d)) {
+            Ok(c) => {
+                kernels = c.kernels.iter().cloned().map(KernelSource::Debian).collect();
+                rootfs.push(crate::infra::images::rootfs::RootfsRequest::new(DEFAULT_ROOTFS, &[]));
+                c
+            }
+            Err(e) => {
+                errln!("error: {e}");
+                return exit::CONFIG_ERROR;
+            }
+        },
+    };
+    let resolved = resolve_all(&kernels, &rootfs, cache, &catalog, &events).await;
+    for (what, e) in &resolved.failures {
+        errln!("error: {what}: {e}");
+    }
+    if resolved.failures.is_empty() {
+        exit::SUCCESS
+    } else {
+        exit::INFRASTRUCTURE
     }
 }

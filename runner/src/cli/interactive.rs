@@ -51,7 +51,7 @@ fn window_size() -> (u16, u16) {
 fn attach_error(e: &AttachError) -> i32 {
     errln!("error: {e}");
     match e {
-        AttachError::Io { .. } => exit::INFRASTRUCTURE,
+        AttachError::Io(_) | AttachError::UnexpectedAnswer { .. } => exit::INFRASTRUCTURE,
         _ => exit::CONFIG_ERROR,
     }
 }
@@ -84,7 +84,11 @@ pub(super) async fn shell(run_dir: &Path, vm: &str) -> i32 {
     let mut conn = match tokio::net::UnixStream::connect(&sock).await {
         Ok(c) => c,
         Err(e) => {
-            return attach_error(&AttachError::Io { what: "connecting to the VM's shell at", path: sock, source: e })
+            return attach_error(&AttachError::Io(crate::path_io::PathIo {
+                what: "connecting to the VM's shell at",
+                path: sock,
+                source: e,
+            }))
         }
     };
     let interactive = std::io::stdin().is_terminal();
@@ -96,7 +100,11 @@ pub(super) async fn shell(run_dir: &Path, vm: &str) -> i32 {
     let (rows, cols) = window_size();
     let term = std::env::var("TERM").unwrap_or_default();
     if let Err(e) = tokio::io::AsyncWriteExt::write_all(&mut conn, &attach::hello_line(rows, cols, &term)).await {
-        return attach_error(&AttachError::Io { what: "writing to the VM's shell at", path: sock, source: e });
+        return attach_error(&AttachError::Io(crate::path_io::PathIo {
+            what: "writing to the VM's shell at",
+            path: sock,
+            source: e,
+        }));
     }
     let raw = if interactive { RawMode::enter() } else { None };
     let end = attach::relay(tokio::io::stdin(), tokio::io::stdout(), conn, interactive).await;
@@ -115,7 +123,11 @@ pub(super) async fn shell(run_dir: &Path, vm: &str) -> i32 {
             errln!("\r\nvmrepro: VM {vm} closed its console (the run was stopped, or the guest powered off)");
             exit::SUCCESS
         }
-        Err(e) => attach_error(&AttachError::Io { what: "relaying to the VM's shell at", path: sock, source: e }),
+        Err(e) => attach_error(&AttachError::Io(crate::path_io::PathIo {
+            what: "relaying to the VM's shell at",
+            path: sock,
+            source: e,
+        })),
     }
 }
 

@@ -2,29 +2,9 @@
 //! the run's private network, and the QEMU VMs; and what the host must allow an
 //! ordinary user ([`host`]).
 
+pub(crate) mod hash;
 pub mod host;
 pub mod images;
 pub mod net;
+pub(crate) mod process;
 pub mod qemu;
-
-/// In a freshly forked child: asks for SIGKILL when the parent (`parent`, its PID before
-/// the fork) dies, and fails if it already has (it may have died between the fork and
-/// the `prctl`). Async-signal-safe: for `pre_exec` closures.
-pub(crate) fn die_with_parent(parent: u32) -> std::io::Result<()> {
-    // SAFETY: plain system calls.
-    unsafe {
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::getppid() as u32 != parent {
-            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-        }
-    }
-    Ok(())
-}
-
-/// Hex SHA-256 of a byte string (lowercase).
-pub(crate) fn sha256_hex(data: &[u8]) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(data))
-}

@@ -62,7 +62,7 @@ impl Namespace {
         unsafe {
             use std::os::unix::process::CommandExt;
             cmd.pre_exec(move || {
-                crate::infra::die_with_parent(parent)?;
+                crate::infra::process::die_with_parent(parent)?;
                 let flags = if rootless {
                     CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET
                 } else {
@@ -117,7 +117,7 @@ impl Namespace {
         unsafe {
             use std::os::unix::process::CommandExt;
             cmd.pre_exec(move || {
-                crate::infra::die_with_parent(parent)?;
+                crate::infra::process::die_with_parent(parent)?;
                 if let Some(u) = userns {
                     if libc::setns(u, libc::CLONE_NEWUSER) != 0 {
                         return Err(std::io::Error::last_os_error());
@@ -199,7 +199,7 @@ fn write_proc(path: &std::ffi::CStr, data: &[u8]) -> std::io::Result<()> {
 /// A locally administered unicast MAC derived from the suite and VM names
 /// (`52:54:00` is QEMU's prefix; the rest is a hash, stable across runs).
 pub fn mac_for(suite: &str, vm: &str) -> String {
-    let h = crate::infra::sha256_hex(format!("{suite}/{vm}").as_bytes());
+    let h = crate::infra::hash::sha256_hex(format!("{suite}/{vm}").as_bytes());
     format!("52:54:00:{}:{}:{}", &h[0..2], &h[2..4], &h[4..6])
 }
 

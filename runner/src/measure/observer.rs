@@ -63,18 +63,6 @@ impl ObserverKind {
             ObserverKind::Mountstats => &[],
         }
     }
-
-    /// The kind whose counters share names with this one's (one of a pair per
-    /// measurement), if any.
-    pub fn same_counters_as(self) -> Option<ObserverKind> {
-        match self {
-            ObserverKind::Netstat => Some(ObserverKind::ProcNet),
-            ObserverKind::ProcNet => Some(ObserverKind::Netstat),
-            ObserverKind::Nfsstat => Some(ObserverKind::ProcRpcNfs),
-            ObserverKind::ProcRpcNfs => Some(ObserverKind::Nfsstat),
-            ObserverKind::Mountstats => None,
-        }
-    }
 }
 
 impl Observer {

@@ -3,13 +3,11 @@
 //! This module is responsible for turning parsed observations (see
 //! [`crate::parse`]) into the numbers the reproduction reports:
 //!
-//! 1. [`Counters`]: a flat `name → u64` view of one observation (`netstat -s`
-//!    plus `nfsstat`), with stable names (see [`Snapshot::counters`]).
+//! 1. [`Counters`]: a flat `name → u64` view of one observation, with stable names
+//!    (made by [`Observation`](crate::measure::observer::Observation)).
 //! 2. [`delta`]: per-counter change over the measured command (`after −
 //!    before`), with counters missing on one side reported explicitly.
-//! 3. [`Measurement`]: the derived metrics of one measured read (elapsed time,
-//!    throughput, IP reassembly failures, RPC retransmissions, …).
-//! 4. [`summarize`] and [`compare`]: statistics over repeats and the verdict of
+//! 3. [`summarize`] and [`compare`]: statistics over repeats and the verdict of
 //!    a client against a baseline client, following the practice of the
 //!    kernel test robot (0-day/LKP) and mmtests: a change is flagged only when
 //!    the medians differ by more than [`MIN_MEDIAN_CHANGE`] **and** the
@@ -17,7 +15,6 @@
 //!
 //! Nothing here runs commands or parses text itself.
 
-use crate::parse::{GnuTime, NetstatS, Nfsstat};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -35,62 +32,6 @@ use std::fmt;
 /// * `nfs.other.<table>.<column>` for other tables, the title normalised
 ///   (`nfs.other.server_reply_cache.hits`).
 pub type Counters = BTreeMap<String, u64>;
-
-/// `netstat -s` counters named `netstat.<Section>.<Field>`.
-pub fn netstat_counters(netstat: &NetstatS) -> Counters {
-    netstat.flat().into_iter().map(|(k, v)| (format!("netstat.{k}"), v)).collect()
-}
-
-/// `nfsstat` counters named as documented on [`Counters`].
-pub fn nfsstat_counters(nfsstat: &Nfsstat) -> Counters {
-    let mut out = Counters::new();
-    if let Some(rpc) = &nfsstat.client_rpc {
-        out.insert("nfs.client.rpc.calls".into(), rpc.calls);
-        out.insert("nfs.client.rpc.retrans".into(), rpc.retrans);
-        out.insert("nfs.client.rpc.authrefrsh".into(), rpc.authrefrsh);
-    }
-    for (k, v) in nfsstat.server_rpc.iter().flatten() {
-        out.insert(format!("nfs.server.rpc.{k}"), *v);
-    }
-    for (side, tables) in [("client", &nfsstat.client), ("server", &nfsstat.server)] {
-        for (table, ops) in tables {
-            for (op, v) in ops {
-                out.insert(format!("nfs.{side}.{table}.{op}"), *v);
-            }
-        }
-    }
-    for (title, cols) in &nfsstat.other {
-        let t = crate::parse::nfsstat::title_key(title);
-        for (col, v) in cols {
-            out.insert(format!("nfs.other.{t}.{col}"), *v);
-        }
-    }
-    out
-}
-
-/// One observation of the guest's counters, taken before or after the measured
-/// command. Either tool's output may be missing (not captured, or not parsable).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Snapshot {
-    /// Parsed `netstat -s`, if captured.
-    pub netstat: Option<NetstatS>,
-    /// Parsed `nfsstat`, if captured.
-    pub nfsstat: Option<Nfsstat>,
-}
-
-impl Snapshot {
-    /// All counters of this observation (see [`Counters`] for the names).
-    pub fn counters(&self) -> Counters {
-        let mut out = Counters::new();
-        if let Some(n) = &self.netstat {
-            out.extend(netstat_counters(n));
-        }
-        if let Some(n) = &self.nfsstat {
-            out.extend(nfsstat_counters(n));
-        }
-        out
-    }
-}
 
 /// Per-counter change between two observations, see [`delta`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,7 +52,8 @@ pub struct Deltas {
 }
 
 impl Deltas {
-    /// Change of `name` if it was present on both sides.
+    /// Change of `name` if it was present on both sides (for the unit tests).
+    #[cfg(test)]
     pub fn get(&self, name: &str) -> Option<i64> {
         self.deltas.get(name).copied()
     }
@@ -145,112 +87,6 @@ pub fn delta(before: &Counters, after: &Counters) -> Deltas {
         }
     }
     out
-}
-
-/// Derived metrics of one measured read (`/usr/bin/time cat FILE > /dev/null`
-/// between two [`Snapshot`]s).
-///
-/// Counter-based fields are deltas over the command. They are `None` when the
-/// value cannot be known: a snapshot lacks that tool's output, or the counter
-/// is missing where its absence does not imply zero. For the IP reassembly and
-/// fragmentation counters, net-tools (1.60 and 2.10 alike) omits the line while
-/// the value is zero, so an absent line in a printed `Ip:` section counts as 0.
-/// For RPC counts, `nfsstat` always prints `Client rpc stats:`; per-operation
-/// tables are omitted by nfs-utils 2.x while all their counts are zero, so an
-/// absent table counts as 0 reads.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Measurement {
-    /// Bytes the command read (given by the caller: the file size).
-    pub bytes_read: u64,
-    /// Wall-clock seconds from GNU time.
-    pub elapsed_s: f64,
-    /// User CPU seconds from GNU time.
-    pub user_s: f64,
-    /// System CPU seconds from GNU time.
-    pub system_s: f64,
-    /// Exit status of the command (see [`GnuTime::exit_status`]).
-    pub exit_status: Option<i32>,
-    /// `bytes_read / 10^6 / elapsed_s` (MB = 10^6 bytes); `None` when the
-    /// elapsed time is zero.
-    pub throughput_mb_s: Option<f64>,
-    /// `Ip.ReasmReqds` delta: fragments received that needed reassembly.
-    pub ip_reassemblies_required: Option<i64>,
-    /// `Ip.ReasmOKs` delta: datagrams reassembled.
-    pub ip_reassembled_ok: Option<i64>,
-    /// `Ip.ReasmFails` delta: reassembly failures (fragments discarded).
-    pub ip_reassembly_failures: Option<i64>,
-    /// `Ip.ReasmTimeout` delta: "fragments dropped after timeout".
-    pub ip_fragments_dropped_after_timeout: Option<i64>,
-    /// `Udp.InDatagrams` delta.
-    pub udp_datagrams_received: Option<i64>,
-    /// `Udp.InErrors` delta ("packet receive errors").
-    pub udp_receive_errors: Option<i64>,
-    /// `Udp.RcvbufErrors` delta; `None` on kernels without the counter (2.4, early 2.6).
-    pub udp_receive_buffer_errors: Option<i64>,
-    /// `Tcp.RetransSegs` delta.
-    pub tcp_segments_retransmitted: Option<i64>,
-    /// `nfsstat` client RPC `calls` delta.
-    pub rpc_calls: Option<i64>,
-    /// `nfsstat` client RPC `retrans` delta.
-    pub rpc_retransmissions: Option<i64>,
-    /// Client NFS READ calls (sum over all versions' `read`) delta.
-    pub nfs_read_calls: Option<i64>,
-}
-
-impl Measurement {
-    /// Builds the metrics of one read of `bytes_read` bytes timed by `time`,
-    /// with counter observations `before` and `after` the command.
-    pub fn new(bytes_read: u64, time: &GnuTime, before: &Snapshot, after: &Snapshot) -> Self {
-        let ns = |key: &str, absent_is_zero: bool| {
-            netstat_delta(before.netstat.as_ref(), after.netstat.as_ref(), key, absent_is_zero)
-        };
-        let (rpc_calls, rpc_retransmissions) = match (
-            before.nfsstat.as_ref().and_then(|n| n.client_rpc),
-            after.nfsstat.as_ref().and_then(|n| n.client_rpc),
-        ) {
-            (Some(b), Some(a)) => (Some(a.calls as i64 - b.calls as i64), Some(a.retrans as i64 - b.retrans as i64)),
-            _ => (None, None),
-        };
-        let nfs_read_calls = match (&before.nfsstat, &after.nfsstat) {
-            (Some(b), Some(a)) => Some(client_reads(a) - client_reads(b)),
-            _ => None,
-        };
-        Measurement {
-            bytes_read,
-            elapsed_s: time.elapsed_s,
-            user_s: time.user_s,
-            system_s: time.system_s,
-            exit_status: time.exit_status,
-            throughput_mb_s: (time.elapsed_s > 0.0).then(|| bytes_read as f64 / 1e6 / time.elapsed_s),
-            ip_reassemblies_required: ns("Ip.ReasmReqds", true),
-            ip_reassembled_ok: ns("Ip.ReasmOKs", true),
-            ip_reassembly_failures: ns("Ip.ReasmFails", true),
-            ip_fragments_dropped_after_timeout: ns("Ip.ReasmTimeout", true),
-            udp_datagrams_received: ns("Udp.InDatagrams", false),
-            udp_receive_errors: ns("Udp.InErrors", false),
-            udp_receive_buffer_errors: ns("Udp.RcvbufErrors", false),
-            tcp_segments_retransmitted: ns("Tcp.RetransSegs", false),
-            rpc_calls,
-            rpc_retransmissions,
-            nfs_read_calls,
-        }
-    }
-}
-
-/// `after − before` of a netstat counter `Section.Field`. When `absent_is_zero`,
-/// a missing line counts as 0 provided the section was printed on that side.
-fn netstat_delta(before: Option<&NetstatS>, after: Option<&NetstatS>, key: &str, absent_is_zero: bool) -> Option<i64> {
-    let section = key.split_once('.')?.0;
-    let value = |n: &NetstatS| match n.get(key) {
-        Some(v) => Some(v as i64),
-        None if absent_is_zero && n.has_section(section) => Some(0),
-        None => None,
-    };
-    Some(value(after?)? - value(before?)?)
-}
-
-fn client_reads(n: &Nfsstat) -> i64 {
-    n.client.values().filter_map(|ops| ops.get("read")).map(|&v| v as i64).sum()
 }
 
 /// Statistics of one client's repeated measurements (e.g. elapsed seconds).
@@ -442,7 +278,6 @@ pub fn compare(candidate: &[f64], baseline: &[f64]) -> Option<Comparison> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::{gnutime, netstat, nfsstat};
 
     fn counters(pairs: &[(&str, u64)]) -> Counters {
         pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
@@ -465,85 +300,6 @@ mod tests {
     fn delta_keeps_negative_changes() {
         let d = delta(&counters(&[("wrap", 4_294_967_290)]), &counters(&[("wrap", 3)]));
         assert_eq!(d.get("wrap"), Some(3 - 4_294_967_290));
-    }
-
-    fn snapshot(netstat_text: &str, nfsstat_text: &str) -> Snapshot {
-        Snapshot {
-            netstat: Some(netstat::parse(netstat_text).unwrap()),
-            nfsstat: Some(nfsstat::parse(nfsstat_text).unwrap()),
-        }
-    }
-
-    #[test]
-    fn counter_names() {
-        let s = snapshot(
-            "Ip:\n    7 packet reassembles failed\n",
-            "Server rpc stats:\ncalls badcalls\n4 0\nServer reply cache:\nhits misses\n1 2\n\
-             Client rpc stats:\ncalls      retrans    authrefrsh\n3 1 0\nClient nfs v3:\nnull read\n0 0% 3 100%\n",
-        );
-        let c = s.counters();
-        let expected = counters(&[
-            ("netstat.Ip.ReasmFails", 7),
-            ("nfs.client.rpc.authrefrsh", 0),
-            ("nfs.client.rpc.calls", 3),
-            ("nfs.client.rpc.retrans", 1),
-            ("nfs.client.v3.null", 0),
-            ("nfs.client.v3.read", 3),
-            ("nfs.other.server_reply_cache.hits", 1),
-            ("nfs.other.server_reply_cache.misses", 2),
-            ("nfs.server.rpc.badcalls", 0),
-            ("nfs.server.rpc.calls", 4),
-        ]);
-        assert_eq!(c, expected);
-    }
-
-    #[test]
-    fn measurement_treats_absent_reassembly_lines_as_zero_only_in_printed_sections() {
-        let time = gnutime::parse(
-            "0.01user 1.20system 0:40.00elapsed 3%CPU (0avgtext+0avgdata 0maxresident)k\n\
-             0inputs+0outputs (0major+120minor)pagefaults 0swaps\n",
-        )
-        .unwrap();
-        // "before": no reassembly lines yet (net-tools omits zero values); no v3 table.
-        let before = snapshot(
-            "Ip:\n    10 total packets received\nUdp:\n    5 packets received\n    0 packet receive errors\nTcp:\n    0 segments retransmited\n",
-            "Client rpc stats:\ncalls      retrans    authrefrsh\n2 0 0\n",
-        );
-        let after = snapshot(
-            "Ip:\n    90 total packets received\n    80 reassemblies required\n    10 packets reassembled ok\n    7 packet reassembles failed\nUdp:\n    17 packets received\n    1 packet receive errors\nTcp:\n    2 segments retransmited\n",
-            "Client rpc stats:\ncalls      retrans    authrefrsh\n14 3 0\nClient nfs v3:\nnull read\n0 0% 12 100%\n",
-        );
-        let m = Measurement::new(100_000_000, &time, &before, &after);
-        assert_eq!(m.throughput_mb_s, Some(2.5));
-        assert_eq!(m.ip_reassemblies_required, Some(80));
-        assert_eq!(m.ip_reassembled_ok, Some(10));
-        assert_eq!(m.ip_reassembly_failures, Some(7));
-        assert_eq!(m.ip_fragments_dropped_after_timeout, Some(0));
-        assert_eq!(m.udp_datagrams_received, Some(12));
-        assert_eq!(m.udp_receive_errors, Some(1));
-        assert_eq!(m.udp_receive_buffer_errors, None, "2.4-era kernels lack RcvbufErrors");
-        assert_eq!(m.tcp_segments_retransmitted, Some(2));
-        assert_eq!((m.rpc_calls, m.rpc_retransmissions), (Some(12), Some(3)));
-        assert_eq!(m.nfs_read_calls, Some(12));
-        assert_eq!(m.exit_status, Some(0));
-
-        // Without snapshots of a tool, its metrics are unknown rather than zero.
-        let empty = Snapshot::default();
-        let m = Measurement::new(1, &time, &empty, &after);
-        assert_eq!(m.ip_reassembly_failures, None);
-        assert_eq!(m.rpc_retransmissions, None);
-        assert_eq!(m.nfs_read_calls, None);
-    }
-
-    #[test]
-    fn zero_elapsed_has_no_throughput() {
-        let time = gnutime::parse(
-            "0.00user 0.00system 0:00.00elapsed ?%CPU (0avgtext+0avgdata 0maxresident)k\n\
-             0inputs+0outputs (0major+1minor)pagefaults 0swaps\n",
-        )
-        .unwrap();
-        let m = Measurement::new(5, &time, &Snapshot::default(), &Snapshot::default());
-        assert_eq!(m.throughput_mb_s, None);
     }
 
     #[test]

@@ -12,13 +12,12 @@
 //!
 //! | tool | module | result type |
 //! |------|--------|-------------|
-//! | GNU `time` (default format, 1.7 and 1.9) | [`gnutime`] | [`GnuTime`] |
+//! | GNU `time` (default format, 1.7 and 1.9) | [`gnutime`] | [`GnuTime`](gnutime::GnuTime) |
 //! | `netstat -s` (net-tools 1.60 and 2.10) | [`netstat`] | [`NetstatS`] |
 //! | `nfsstat` (nfs-utils 1.0.x and 2.6.x) | [`nfsstat`] | [`Nfsstat`] |
-//! | `/proc/self/mountstats` (RPC iostats 1.0/1.1, Linux 2.6.17 on) | [`mountstats`] | [`Mountstats`] |
-//! | bash `time` keyword (also `time -p`, GNU `time -p`) | [`bashtime`] | [`BashTime`] |
-//! | raw `/proc/net/snmp` + `/proc/net/netstat` (Linux 2.4 on) | [`procnet`] | [`ProcNetSnmp`] |
-//! | raw `/proc/net/rpc/nfs` (NFS client RPC counts, Linux 2.6.0 to 6.x) | [`procrpcnfs`] | [`ProcRpcNfs`] |
+//! | `/proc/self/mountstats` (RPC iostats 1.0/1.1, Linux 2.6.17 on) | [`mountstats`] | [`Mountstats`](mountstats::Mountstats) |
+//! | raw `/proc/net/snmp` + `/proc/net/netstat` (Linux 2.4 on) | [`procnet`] | [`ProcNetSnmp`](procnet::ProcNetSnmp) |
+//! | raw `/proc/net/rpc/nfs` (NFS client RPC counts, Linux 2.6.0 to 6.x) | [`procrpcnfs`] | [`ProcRpcNfs`](procrpcnfs::ProcRpcNfs) |
 //!
 //! Common rules for all parsers:
 //!
@@ -32,10 +31,7 @@
 //! * They return [`ParseError`] only when the input is not that tool's output at
 //!   all: it is empty, or nothing in it is recognisable as the tool's report.
 //!   Partial or odd output is *not* an error; it shows up in `unknown`.
-//!   Two narrow exceptions, each documented on its parser:
-//!   [`ParseError::Incomplete`] when a report lacks a part its result cannot
-//!   do without (a bash `time` report without its `real`, `user` or `sys`
-//!   line), and
+//!   One narrow exception, documented on its parsers:
 //!   [`ParseError::Malformed`] when a line of a *positional* format (raw
 //!   `/proc` files, where a value's name is its position) has the wrong number
 //!   of values or a value that is not a number, so that keeping the line would
@@ -44,7 +40,6 @@
 //! Turning two observations into deltas and derived metrics is the job of
 //! [`crate::measure::stats`], not of this module.
 
-pub mod bashtime;
 pub mod gnutime;
 pub mod mountstats;
 pub mod netstat;
@@ -54,13 +49,8 @@ pub mod procnet;
 pub mod procrpcnfs;
 pub mod tc;
 
-pub use bashtime::BashTime;
-pub use gnutime::GnuTime;
-pub use mountstats::Mountstats;
 pub use netstat::NetstatS;
-pub use nfsstat::{ClientRpc, Nfsstat};
-pub use procnet::ProcNetSnmp;
-pub use procrpcnfs::{ProcRpcNfs, RpcNet};
+pub use nfsstat::Nfsstat;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -77,8 +67,6 @@ pub enum Tool {
     Nfsstat,
     /// `/proc/self/mountstats`, see [`mountstats`].
     Mountstats,
-    /// The bash `time` keyword (and `time -p`), see [`bashtime`].
-    BashTime,
     /// Raw `/proc/net/snmp` and `/proc/net/netstat`, see [`procnet`].
     ProcNet,
     /// Raw `/proc/net/rpc/nfs`, see [`procrpcnfs`].
@@ -92,7 +80,6 @@ impl fmt::Display for Tool {
             Tool::Netstat => "netstat -s",
             Tool::Nfsstat => "nfsstat",
             Tool::Mountstats => "/proc/self/mountstats",
-            Tool::BashTime => "bash time",
             Tool::ProcNet => "/proc/net/snmp or /proc/net/netstat",
             Tool::ProcRpcNfs => "/proc/net/rpc/nfs",
         })
@@ -122,17 +109,6 @@ pub enum ParseError {
         lines: usize,
         /// The first non-blank line, trimmed, to help identify what was captured instead.
         first_line: String,
-    },
-    /// The tool's report is there but lacks a part its result cannot do
-    /// without (see [`bashtime`]: a report without its `real`, `user` or `sys`
-    /// line).
-    #[error("{tool}: incomplete report, missing: {}", .missing.join(", "))]
-    Incomplete {
-        /// The tool whose output was expected.
-        tool: Tool,
-        /// The parts that are missing, in the order the tool prints them
-        /// (`["real"]`, `["user", "sys"]`).
-        missing: Vec<String>,
     },
     /// A line of a positional format (each value named by its position) cannot
     /// be attributed safely: its number of values differs from the names or

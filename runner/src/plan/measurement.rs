@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::spec::measure::{Better, When};
-use crate::spec::SnapshotVerdicts;
+pub use crate::schema::measure::{Better, When};
+use crate::schema::SnapshotVerdicts;
 
 /// A measurement, ready to expand and to analyse.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

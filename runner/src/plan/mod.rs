@@ -1,9 +1,10 @@
-//! Compiling a validated suite into a typed [`Plan`] (spec → validate → **plan**).
+//! What runs, as data: the typed [`Plan`] a suite compiles into (schema → validate →
+//! **plan**), written to every run folder as `plan.json`: every VM with its steps,
+//! every measurement with its iterations, the `nfs_read` preset's facts.
 //!
-//! Defaults are applied here (one source of truth: the `DEFAULT_*` constants), paths
-//! are resolved against the suite's folder, the `nfs_read` scenario is expanded by its
-//! preset ([`crate::scenarios::nfs_read`]) and every measurement ([`crate::measure`])
-//! into ordinary steps on the VMs. Generated step names come from [`names`].
+//! The defaults live here (one source of truth: the `DEFAULT_*` constants), applied by
+//! [`crate::suite::compile`](mod@crate::suite::compile); generated step names come from
+//! [`names`]. Nothing here runs anything ([`crate::run`] does).
 
 pub mod measurement;
 pub mod names;
@@ -19,7 +20,7 @@ use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
 use crate::infra::images::kernel::KernelSource;
-use crate::spec::{Accel, VmNetSpec};
+use crate::schema::{Accel, VmNetSpec};
 use measurement::{MeasurementPlan, RemoteObserver};
 use nfs_read::NfsPlan;
 
@@ -36,6 +37,8 @@ pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(300);
 pub const DEFAULT_MTU: u32 = 1500;
 /// Default measured iterations per VM of a measurement.
 pub const DEFAULT_REPEAT: u32 = 1;
+/// The metric a verdict uses by default.
+pub const DEFAULT_METRIC: &str = "elapsed_s";
 
 /// A whole run, ready to execute; written to every run folder as `plan.json`.
 #[derive(Debug, Clone, Serialize)]
@@ -59,18 +62,11 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Resolves every VM's kernel and rootfs with [`resolve_all`](crate::infra::images::resolve_all)
-    /// (each image once, in parallel; found in `cache` or built or fetched now). Never
-    /// fails as a whole: each image's error is in the result's `failures`.
-    pub async fn resolve_images(
-        &self,
-        cache: &crate::infra::images::Cache,
-        catalog: &crate::infra::images::Catalog,
-        events: &crate::events::EventSink,
-    ) -> crate::infra::images::Resolved {
-        let kernels: Vec<_> = self.vms.iter().map(|v| v.kernel.clone()).collect();
-        let rootfs: Vec<_> = self.vms.iter().map(|v| v.rootfs_request()).collect();
-        crate::infra::images::resolve_all(&kernels, &rootfs, cache, catalog, events).await
+    /// The images the plan needs: each VM's kernel and rootfs, in VM order (a kernel or
+    /// rootfs two VMs share appears twice). Resolving them is
+    /// [`crate::run::images::resolve`].
+    pub fn vm_images(&self) -> impl Iterator<Item = (KernelSource, crate::infra::images::rootfs::RootfsRequest)> + '_ {
+        self.vms.iter().map(|v| (v.kernel.clone(), v.rootfs_request()))
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use crate::spec::{NetemSpec, VmNetSpec};
+use crate::schema::{NetemSpec, VmNetSpec};
 
 use super::VmPlan;
 

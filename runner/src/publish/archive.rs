@@ -1,5 +1,5 @@
 //! The bundle file itself: a tar archive (gzip or Zstandard) with one top folder,
-//! written with owner-less entries at a fixed time ([`write_archive`]), and read back
+//! written with owner-less entries at a fixed time (`write_archive`), and read back
 //! and checked against its `MANIFEST` ([`extract`], [`verify`]).
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::archive::write_archive;
-pub use super::archive::{extract, verify, Compression, Extracted};
+pub use super::archive::{extract, Compression, Extracted};
 use super::redact::{Identity, Redactor};
 use crate::infra::images::kernel::KernelSource;
 use crate::infra::images::rootfs::walk_files;
@@ -477,7 +477,7 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
     let json = serde_json::to_string_pretty(&info).expect("serializable") + "\n";
     entries.insert(BUNDLE_FILE.into(), Entry { data: redactor.apply(json.as_bytes()), mode: 0o644 });
     let manifest: String =
-        entries.iter().map(|(k, e)| format!("{}  {k}\n", crate::infra::sha256_hex(&e.data))).collect();
+        entries.iter().map(|(k, e)| format!("{}  {k}\n", crate::infra::hash::sha256_hex(&e.data))).collect();
     entries.insert(MANIFEST_FILE.into(), Entry { data: manifest.into_bytes(), mode: 0o644 });
 
     let top = published::default_bundle_name(&plan.suite, run_dir).trim_end_matches(".tar.gz").to_string();

@@ -12,12 +12,12 @@
 use std::path::{Path, PathBuf};
 
 use super::bundle::{extract, BundleError, Extracted};
+use crate::analyse::{analyse_dir, AnalyseError, Analysis, Results, RESULTS_FILE};
 use crate::events::EventSink;
 use crate::infra::images::kernel::KernelSource;
 use crate::infra::images::{Cache, CacheOutcome, ImageError};
 use crate::plan::Plan;
 use crate::report::diff::{diff, Diff};
-use crate::report::results::{analyse_dir, AnalyseError, Analysis, Results, RESULTS_FILE};
 use crate::run::environment::{self, file_sha256, Environment};
 use crate::run::record::read_json;
 use crate::run::{RunError, RunOptions, RunOutcome};
@@ -69,8 +69,6 @@ impl std::fmt::Debug for ReplayOptions {
 /// What a replay found.
 #[derive(Debug)]
 pub struct Replayed {
-    /// One line per checked image.
-    pub checks: Vec<String>,
     /// The new run.
     pub outcome: RunOutcome,
     /// The new run, analysed (`None` when it could not be).
@@ -85,8 +83,8 @@ pub struct Replayed {
 /// verified. Run it with [`Prepared::run`].
 #[derive(Debug)]
 pub struct Prepared {
-    /// The bundle's temp folder (removed on drop).
-    pub tmp: tempfile::TempDir,
+    /// The bundle's temp folder, held until the replay is dropped (then removed).
+    _tmp: tempfile::TempDir,
     /// The unpacked bundle.
     pub bundle: Extracted,
     /// The bundled suite, compiled.
@@ -163,7 +161,7 @@ pub fn prepare(bundle: &Path, cache: &Cache) -> Result<Prepared, ReplayError> {
             }
         }
     }
-    Ok(Prepared { tmp, bundle: ex, plan, catalog, checks })
+    Ok(Prepared { _tmp: tmp, bundle: ex, plan, catalog, checks })
 }
 
 /// Checks one pinned `.deb`: the bundled copy (imported into the cache), else the
@@ -235,14 +233,14 @@ impl Prepared {
         };
         let outcome = crate::run::run(&self.plan, &run_opts, interrupt).await?;
         let then_dir = self.bundle.top.join(&self.bundle.info.run);
-        let then: Results = read_json(&then_dir.join(RESULTS_FILE)).map_err(ReplayError::Run)?;
+        let then: Results = read_json(&then_dir.join(RESULTS_FILE)).map_err(|e| ReplayError::Run(e.into()))?;
         let now = analyse_dir(&outcome.dir).ok();
         if let Some(a) = &now {
             let _ = crate::report::published::write_analysed(a);
         }
         let diff = now.as_ref().map(|a| diff(&then, &a.results, "then", "now"));
         let notes = environment_notes(environment::read(&then_dir).as_ref(), environment::read(&outcome.dir).as_ref());
-        Ok(Replayed { checks: self.checks, outcome, now, diff, notes })
+        Ok(Replayed { outcome, now, diff, notes })
     }
 }
 
@@ -283,8 +281,6 @@ pub struct Opened {
     pub results: Results,
     /// Its environment, if recorded.
     pub environment: Option<Environment>,
-    /// The run folder (inside the temp folder for a bundle).
-    pub dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -295,11 +291,11 @@ pub struct Opened {
 pub fn open(path: &Path) -> Result<Opened, ReplayError> {
     if path.is_dir() {
         let results = if path.join(RESULTS_FILE).is_file() {
-            read_json(&path.join(RESULTS_FILE))?
+            read_json(&path.join(RESULTS_FILE)).map_err(RunError::from)?
         } else {
             analyse_dir(path)?.results
         };
-        return Ok(Opened { results, environment: environment::read(path), dir: path.to_path_buf(), _tmp: None });
+        return Ok(Opened { results, environment: environment::read(path), _tmp: None });
     }
     let tmp = tempfile::Builder::new().prefix("vmrepro-compare-").tempdir().map_err(|e| BundleError::Io {
         what: "creating temp folder",
@@ -308,8 +304,8 @@ pub fn open(path: &Path) -> Result<Opened, ReplayError> {
     })?;
     let ex = extract(path, tmp.path())?;
     let dir = ex.top.join(&ex.info.run);
-    let results = read_json(&dir.join(RESULTS_FILE))?;
-    Ok(Opened { results, environment: environment::read(&dir), dir, _tmp: Some(tmp) })
+    let results = read_json(&dir.join(RESULTS_FILE)).map_err(RunError::from)?;
+    Ok(Opened { results, environment: environment::read(&dir), _tmp: Some(tmp) })
 }
 
 /// The diff of two opened runs, `a` as "A" and `b` as "B".

@@ -9,8 +9,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::lkp::fmt_value;
-use super::results::Results;
+use super::published::comparison_table::fmt_value;
+use crate::analyse::Results;
 use crate::measure::analysis::VmResult;
 
 /// The diff of two runs.

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
-use super::results::Results;
+use crate::analyse::Results;
 use crate::run::{RunRecord, StepStatus};
 
 /// The JUnit XML of a run (`results`: its analysis, when there is one).

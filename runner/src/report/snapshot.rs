@@ -15,14 +15,14 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::results::Analysis;
+use crate::analyse::Analysis;
 use crate::measure::analysis::{IterationResult, MeasurementResult, OUTCOME_METRIC};
 use crate::measure::script::Section;
 use crate::measure::stats::{Comparison, Verdict};
 use crate::plan::measurement::{MeasurementPlan, SnapshotPolicy};
-use crate::run::RunError;
+use crate::run::record::RunDirError;
 use crate::scenarios::nfs_read::results::NfsResults;
-use crate::spec::SnapshotVerdicts;
+use crate::schema::SnapshotVerdicts;
 
 /// The normalised view of a run.
 #[derive(Debug, Serialize)]
@@ -164,7 +164,7 @@ pub struct NormMeasuredVm {
 /// Normalises an analysed run.
 ///
 /// Errors: the stdout of a `snapshot: true` step can't be read.
-pub fn normalise(a: &Analysis) -> Result<Normalised, RunError> {
+pub fn normalise(a: &Analysis) -> Result<Normalised, RunDirError> {
     let rec = &a.record;
     let mut vms = Vec::new();
     for v in &rec.vms {

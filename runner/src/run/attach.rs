@@ -11,6 +11,7 @@
 //! running; when the guest's shell ends, the guest prints [`SHELL_ENDED`] and the
 //! client ends too. One client at a time (a lock file beside the socket).
 
+use crate::path_io::PathIo;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -33,7 +34,7 @@ pub enum AttachError {
         /// The folder given.
         dir: PathBuf,
         /// Why `run.json` couldn't be read.
-        source: Box<super::RunError>,
+        source: Box<super::record::RunDirError>,
     },
     /// The run has no VM of that name.
     #[error("run {} has no VM {vm} (its VMs: {})", dir.display(), vms.join(", "))]
@@ -62,14 +63,15 @@ pub enum AttachError {
         vm: String,
     },
     /// The connection failed.
-    #[error("{what} {}: {source}", path.display())]
-    Io {
-        /// What we were doing.
-        what: &'static str,
-        /// The socket or file.
+    #[error(transparent)]
+    Io(#[from] PathIo),
+    /// The run's control socket answered something else than `stopped <status>`.
+    #[error("unexpected answer from {}: {answer}", path.display())]
+    UnexpectedAnswer {
+        /// The control socket.
         path: PathBuf,
-        /// Cause.
-        source: std::io::Error,
+        /// What it answered, trimmed.
+        answer: String,
     },
 }
 
@@ -119,7 +121,7 @@ pub async fn stop(dir: &Path, limit: Duration) -> Result<StopOutcome, AttachErro
     };
     let io = |what: &'static str| {
         let sock = sock.clone();
-        move |source| AttachError::Io { what, path: sock, source }
+        move |source| AttachError::Io(PathIo { what, path: sock, source })
     };
     conn.write_all(b"stop\n").await.map_err(io("asking to stop through"))?;
     let mut answer = String::new();
@@ -128,7 +130,7 @@ pub async fn stop(dir: &Path, limit: Duration) -> Result<StopOutcome, AttachErro
         Ok(Err(e)) => Err(io("waiting for the run to stop at")(e)),
         Ok(Ok(_)) => match answer.trim().strip_prefix("stopped ") {
             Some(status) => Ok(StopOutcome::Stopped(status.to_string())),
-            None => Err(io("unexpected answer from")(std::io::Error::other(answer.trim().to_string()))),
+            None => Err(AttachError::UnexpectedAnswer { path: sock.clone(), answer: answer.trim().to_string() }),
         },
     }
 }

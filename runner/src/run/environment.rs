@@ -276,7 +276,7 @@ pub fn collect(
             origin,
         });
     }
-    let mut requests: Vec<_> = plan.vms.iter().map(|v| v.rootfs_request()).collect();
+    let mut requests: Vec<_> = plan.vm_images().map(|(_, r)| r).collect();
     requests.sort();
     requests.dedup();
     let mut rinfo = Vec::new();

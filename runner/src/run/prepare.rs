@@ -100,10 +100,9 @@ pub(super) fn create_overlay(backing: &Path, format: &str, overlay: &Path) -> Re
         .output()
         .map_err(io_err("running qemu-img for", overlay))?;
     if !out.status.success() {
-        return Err(RunError::Io {
-            what: "creating overlay",
+        return Err(RunError::Overlay {
             path: overlay.to_path_buf(),
-            source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         });
     }
     Ok(())

@@ -5,7 +5,7 @@
 //! `name` key (schema 1 wrote a profile step's profile as `name`, shadowing the step
 //! name), and `snapshot`; the run folder also holds `plan.json`, the compiled plan.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
@@ -15,7 +15,24 @@ use crate::infra::qemu::args::Accelerator;
 use crate::infra::qemu::vm::Ending;
 use crate::plan::StepKind;
 
-use super::RunError;
+use crate::path_io::PathIo;
+
+/// Why a run folder's file could not be read or written: what reading a run folder
+/// after the run (analysis, reports, bundles) and writing it during one can meet.
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    /// A file couldn't be read or written.
+    #[error(transparent)]
+    Io(#[from] PathIo),
+    /// A JSON file of a run folder doesn't parse.
+    #[error("{}: {message}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
 
 /// `run.json`'s schema version.
 pub const RUN_SCHEMA: u32 = 2;
@@ -241,32 +258,32 @@ impl StepRecord {
     /// The step's stdout as text (lossy UTF-8), read from its file under `run_dir`;
     /// empty when the step produced no output file (it did not run, or its VM failed).
     ///
-    /// Errors: [`RunError::Io`] when the file is named but can't be read.
-    pub fn stdout_text(&self, run_dir: &Path) -> Result<String, RunError> {
+    /// Errors: [`RunDirError::Io`] when the file is named but can't be read.
+    pub fn stdout_text(&self, run_dir: &Path) -> Result<String, RunDirError> {
         let Some(rel) = &self.stdout else { return Ok(String::new()) };
         let path = run_dir.join(rel);
-        let bytes = std::fs::read(&path).map_err(super::io_err("reading step output", &path))?;
+        let bytes = std::fs::read(&path).map_err(PathIo::on("reading step output", &path))?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
 
 /// Writes `value` as pretty JSON to `path` atomically (temp name, then rename).
 ///
-/// Errors: [`RunError::Io`] naming the file.
-pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), RunError> {
+/// Errors: [`RunDirError::Io`] naming the file.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), RunDirError> {
     let tmp = path.with_extension("json.tmp");
     let text = serde_json::to_string_pretty(value).expect("serializable") + "\n";
-    std::fs::write(&tmp, text).map_err(super::io_err("writing", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(super::io_err("writing", path))
+    std::fs::write(&tmp, text).map_err(PathIo::on("writing", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(|e| PathIo::on("writing", path)(e).into())
 }
 
 /// Reads a JSON file written by [`write_json`].
 ///
-/// Errors: [`RunError::Io`] when it can't be read, [`RunError::Json`] when it doesn't
+/// Errors: [`RunDirError::Io`] when it can't be read, [`RunDirError::Json`] when it doesn't
 /// parse as `T`.
-pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, RunError> {
-    let text = std::fs::read_to_string(path).map_err(super::io_err("reading", path))?;
-    serde_json::from_str(&text).map_err(|e| RunError::Json { path: path.to_path_buf(), message: e.to_string() })
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, RunDirError> {
+    let text = std::fs::read_to_string(path).map_err(PathIo::on("reading", path))?;
+    serde_json::from_str(&text).map_err(|e| RunDirError::Json { path: path.to_path_buf(), message: e.to_string() })
 }
 
 #[cfg(test)]

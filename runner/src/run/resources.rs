@@ -70,8 +70,9 @@ pub(super) fn create_temp_dir(root: &Path) -> Result<(tempfile::TempDir, nix::fc
     // Locked under another name, then renamed: a sweeper never sees an unlocked lock.
     let staging = tmp.path().join(".run.lock.new");
     let file = std::fs::File::create(&staging).map_err(io_err("creating", &staging))?;
-    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
-        .map_err(|(_, e)| RunError::Io { what: "locking", path: staging.clone(), source: e.into() })?;
+    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
+        RunError::Io(crate::path_io::PathIo { what: "locking", path: staging.clone(), source: e.into() })
+    })?;
     let path = tmp.path().join(TEMP_LOCK);
     std::fs::rename(&staging, &path).map_err(io_err("creating", &path))?;
     Ok((tmp, lock))

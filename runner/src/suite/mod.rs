@@ -1,8 +1,8 @@
-//! The suite: from a YAML file to a typed plan (**spec** → **validate** → **plan**).
+//! The suite: from a YAML file to a typed plan (**schema** → **validate** → **plan**).
 //!
-//! [`load`] is the whole stage: read and deserialize the file ([`spec`]), find the
+//! [`load`] is the whole stage: read and deserialize the file ([`crate::schema`]), find the
 //! project's `images/` catalog, check the cross-field rules ([`validate`]), compile
-//! ([`plan`]) and check what only the compiled plan shows (every wait can end). It
+//! ([`plan`](crate::plan)) and check what only the compiled plan shows (every wait can end). It
 //! prints nothing; its errors say where and why.
 
 pub mod compile;
@@ -13,8 +13,8 @@ use std::path::Path;
 
 use crate::infra::images::{Catalog, ImageError};
 use crate::plan::Plan;
-pub use crate::spec::LoadOptions;
-use crate::spec::{self, SpecError, SuiteFile};
+pub use crate::schema::LoadOptions;
+use crate::schema::{self, SpecError, SuiteFile};
 
 /// Why a suite could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -23,7 +23,7 @@ pub enum LoadError {
     #[error(transparent)]
     Spec(#[from] SpecError),
     /// The project's `images/` catalog could not be found or read.
-    #[error("error: {0}")]
+    #[error(transparent)]
     Catalog(#[from] ImageError),
 }
 
@@ -39,8 +39,8 @@ pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
 }
 
 /// Loads the suite at `path`: reads it, finds the catalog (`images` if given, else
-/// `$VMREPRO_IMAGES`, else the nearest `images/` above the suite), validates and
-/// compiles it.
+/// `$VMREPRO_IMAGES`, else the nearest `images/` above the suite, else the one this
+/// binary was built from: see [`Catalog::locate`]), validates and compiles it.
 ///
 /// Errors: see [`LoadError`].
 pub fn load(path: &Path, images: Option<&Path>) -> Result<(Plan, Catalog), LoadError> {
@@ -56,7 +56,7 @@ pub fn load(path: &Path, images: Option<&Path>) -> Result<(Plan, Catalog), LoadE
 ///
 /// Errors: see [`LoadError`].
 pub fn load_with(path: &Path, images: Option<&Path>, options: &LoadOptions) -> Result<(Plan, Catalog), LoadError> {
-    let file = spec::load_suite_with(path, options)?;
+    let file = schema::load_suite_with(path, options)?;
     let catalog = Catalog::load(&Catalog::locate(images, &file.dir)?)?;
     let plan = compile(&file, &catalog)?;
     Ok((plan, catalog))
@@ -76,7 +76,7 @@ pub fn images_of(
             Ok((plan, _)) => suites.push(crate::infra::images::gc::SuiteImages {
                 suite: plan.suite.clone(),
                 file: f.clone(),
-                vms: plan.vms.into_iter().map(|v| (v.rootfs_request(), v.kernel)).map(|(r, k)| (k, r)).collect(),
+                vms: plan.vm_images().collect(),
             }),
             Err(e) => {
                 let first = e.to_string().lines().find(|l| !l.trim().is_empty()).unwrap_or_default().trim().to_string();

@@ -44,7 +44,7 @@ use std::net::Ipv4Addr;
 use serde_yaml::Value;
 
 use super::validate::{limits, ValidationError};
-use crate::spec::{SuiteSpec, VmSpec};
+use crate::schema::{SuiteSpec, VmSpec};
 
 /// Most values of one axis.
 pub const MAX_VALUES: usize = 16;
@@ -179,7 +179,7 @@ fn axes(vm: &VmSpec, i: usize) -> Result<Vec<(Axis, Vec<AxisValue>)>, Vec<Valida
     for (name, values) in &vm.variants {
         let name = match name {
             Value::String(s) => s.clone(),
-            other => crate::measure::scalar_text(other),
+            other => crate::schema::text::scalar_text(other),
         };
         let key = format!("vms[{i}].variants.{name}");
         let Some(axis) = Axis::parse(&name) else {
@@ -195,7 +195,7 @@ fn axes(vm: &VmSpec, i: usize) -> Result<Vec<(Axis, Vec<AxisValue>)>, Vec<Valida
             Value::Mapping(m) => m
                 .iter()
                 .map(|(l, v)| {
-                    let label = crate::measure::scalar_text(l);
+                    let label = crate::schema::text::scalar_text(l);
                     AxisValue { key: format!("{key}.{label}"), label, value: v.clone() }
                 })
                 .collect(),
@@ -262,7 +262,7 @@ fn list_label(v: &Value) -> String {
     if label == "none" && !empty {
         match v {
             Value::Mapping(_) | Value::Sequence(_) => serde_yaml::to_string(v).unwrap_or_default().trim().to_string(),
-            other => crate::measure::scalar_text(other),
+            other => crate::schema::text::scalar_text(other),
         }
     } else {
         label
@@ -274,7 +274,7 @@ fn label_of(v: &Value) -> String {
     let text = match v {
         Value::Mapping(m) => m.values().map(label_of).filter(|l| l != "none").collect::<Vec<_>>().join("-"),
         Value::Sequence(s) => s.iter().map(label_of).collect::<Vec<_>>().join("-"),
-        other => crate::measure::scalar_text(other),
+        other => crate::schema::text::scalar_text(other),
     };
     let mut out = String::new();
     for c in text.chars() {
@@ -342,93 +342,10 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
             out.vms.push(VmSpec { variants: Default::default(), ..vm.clone() });
             continue;
         }
-        if spec.nfs_read.as_ref().is_some_and(|n| n.server == vm.name) {
-            errs.push(ValidationError::Rule {
-                key: format!("vms[{i}].variants"),
-                message: format!(
-                    "VM {} is nfs_read's server: one server serves every client, so it has no variants",
-                    vm.name
-                ),
-            });
-            continue;
-        }
-        // An nfs_read axis sets what nfs_read does on this VM: without nfs_read reading
-        // on it, its variants would be identical VMs under different names.
-        let reads_here = spec.nfs_read.as_ref().is_some_and(|n| n.clients.iter().any(|c| c == &vm.name));
-        if let Some((axis, _)) =
-            axes.iter().find(|(a, _)| matches!(a, Axis::NfsMountOptions | Axis::NfsReadAhead)).filter(|_| !reads_here)
-        {
-            let name = if matches!(axis, Axis::NfsMountOptions) { "mount_options" } else { "read_ahead_kb" };
-            errs.push(ValidationError::Rule {
-                key: format!("vms[{i}].variants.nfs_read.{name}"),
-                message: format!(
-                    "VM {} is not one of nfs_read's clients, so nfs_read.{name} changes nothing on it (put it in nfs_read.clients, or vary `env.<NAME>` for a measurement's own mount)",
-                    vm.name
-                ),
-            });
-            continue;
-        }
-        // An axis that sets what the VM itself sets replaces it in every variant: the
-        // VM's own value would never run.
-        let own = |axis: &Axis| match axis {
-            Axis::Env(e) => vm.env.contains_key(e),
-            Axis::Sysctl(n) => vm.sysctl.contains_key(n),
-            Axis::NetEgress(f) => vm
-                .net
-                .as_ref()
-                .and_then(|n| n.egress.as_ref())
-                .and_then(|e| serde_yaml::to_value(e).ok())
-                .and_then(|e| e.as_mapping().and_then(|m| m.get(f.as_str())).map(|v| !v.is_null()))
-                .unwrap_or(false),
-            Axis::NetOffloads => vm.net.as_ref().is_some_and(|n| n.offloads.is_some()),
-            Axis::Memory => vm.memory.is_some(),
-            Axis::Cpus => vm.cpus.is_some(),
-            // nfs_read's per-client settings are the VM's own, given in nfs_read.
-            Axis::NfsMountOptions => {
-                spec.nfs_read.as_ref().is_some_and(|n| n.client_mount_options.contains_key(&vm.name))
-            }
-            Axis::NfsReadAhead => spec.nfs_read.as_ref().is_some_and(|n| n.client_read_ahead_kb.contains_key(&vm.name)),
-            _ => false,
-        };
-        let overridden: Vec<&Axis> = axes.iter().map(|(a, _)| a).filter(|a| own(a)).collect();
-        if !overridden.is_empty() {
-            for a in overridden {
-                let (key, what, axis) = match a.nfs_client_map() {
-                    Some((set, axis)) => {
-                        let own = format!("nfs_read.{set}.{}", vm.name);
-                        (own.clone(), own, axis.to_string())
-                    }
-                    None => (format!("vms[{i}].{}", a.field()), a.field(), a.field()),
-                };
-                errs.push(ValidationError::Rule {
-                    key,
-                    message: format!(
-                        "VM {} sets {what} itself and also varies it (variants: {axis}): every variant replaces this value, so it never runs; remove it here, or make it one of the axis's values",
-                        vm.name,
-                    ),
-                });
-            }
-            continue;
-        }
         let combos = product(axes);
-        // Variant n takes the VM's address + n: all of them must be host addresses of
-        // the subnet (the VM's own address is checked with the others, later).
-        let subnet = spec.network.subnet;
-        let last = u32::from(vm.address).checked_add(combos.len() as u32 - 1).map(Ipv4Addr::from);
-        if subnet.contains(&vm.address) && last.is_none_or(|l| !subnet.contains(&l) || l == subnet.broadcast()) {
-            let hosts_left = u32::from(subnet.broadcast()).saturating_sub(u32::from(vm.address));
-            errs.push(ValidationError::Rule {
-                key: format!("vms[{i}].address"),
-                message: format!(
-                    "VM {}'s {} variants take {} consecutive addresses from {}, but the subnet {subnet} has only {hosts_left} host address{} from there (its last is {}); start them lower or use a larger subnet",
-                    vm.name,
-                    combos.len(),
-                    combos.len(),
-                    vm.address,
-                    if hosts_left == 1 { "" } else { "es" },
-                    Ipv4Addr::from(u32::from(subnet.broadcast()) - 1)
-                ),
-            });
+        let refused = refusals(spec, i, vm, axes, combos.len());
+        if !refused.is_empty() {
+            errs.extend(refused);
             continue;
         }
         let mut names = Vec::new();
@@ -473,6 +390,104 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
     }
     rewrite_references(&mut out, &expanded_names, &mut map, nfs_mount, nfs_ra);
     Ok((out, map))
+}
+
+/// Why VM `vm` (`vms[i]`) can't have the variants of `axes` (`combos` of them), each
+/// problem of the first kind found; empty when it can: nfs_read's server has none, an
+/// nfs_read axis needs the VM to be a client, an axis may not also be the VM's own
+/// setting, and the variants' addresses must fit in the subnet.
+fn refusals(
+    spec: &SuiteSpec,
+    i: usize,
+    vm: &VmSpec,
+    axes: &[(Axis, Vec<AxisValue>)],
+    combos: usize,
+) -> Vec<ValidationError> {
+    if spec.nfs_read.as_ref().is_some_and(|n| n.server == vm.name) {
+        return vec![ValidationError::Rule {
+            key: format!("vms[{i}].variants"),
+            message: format!(
+                "VM {} is nfs_read's server: one server serves every client, so it has no variants",
+                vm.name
+            ),
+        }];
+    }
+    // An nfs_read axis sets what nfs_read does on this VM: without nfs_read reading
+    // on it, its variants would be identical VMs under different names.
+    let reads_here = spec.nfs_read.as_ref().is_some_and(|n| n.clients.iter().any(|c| c == &vm.name));
+    if let Some((axis, _)) =
+        axes.iter().find(|(a, _)| matches!(a, Axis::NfsMountOptions | Axis::NfsReadAhead)).filter(|_| !reads_here)
+    {
+        let name = if matches!(axis, Axis::NfsMountOptions) { "mount_options" } else { "read_ahead_kb" };
+        return vec![ValidationError::Rule {
+            key: format!("vms[{i}].variants.nfs_read.{name}"),
+            message: format!(
+                "VM {} is not one of nfs_read's clients, so nfs_read.{name} changes nothing on it (put it in nfs_read.clients, or vary `env.<NAME>` for a measurement's own mount)",
+                vm.name
+            ),
+        }];
+    }
+    // An axis that sets what the VM itself sets replaces it in every variant: the
+    // VM's own value would never run.
+    let own = |axis: &Axis| match axis {
+        Axis::Env(e) => vm.env.contains_key(e),
+        Axis::Sysctl(n) => vm.sysctl.contains_key(n),
+        Axis::NetEgress(f) => vm
+            .net
+            .as_ref()
+            .and_then(|n| n.egress.as_ref())
+            .and_then(|e| serde_yaml::to_value(e).ok())
+            .and_then(|e| e.as_mapping().and_then(|m| m.get(f.as_str())).map(|v| !v.is_null()))
+            .unwrap_or(false),
+        Axis::NetOffloads => vm.net.as_ref().is_some_and(|n| n.offloads.is_some()),
+        Axis::Memory => vm.memory.is_some(),
+        Axis::Cpus => vm.cpus.is_some(),
+        // nfs_read's per-client settings are the VM's own, given in nfs_read.
+        Axis::NfsMountOptions => spec.nfs_read.as_ref().is_some_and(|n| n.client_mount_options.contains_key(&vm.name)),
+        Axis::NfsReadAhead => spec.nfs_read.as_ref().is_some_and(|n| n.client_read_ahead_kb.contains_key(&vm.name)),
+        _ => false,
+    };
+    let overridden: Vec<&Axis> = axes.iter().map(|(a, _)| a).filter(|a| own(a)).collect();
+    if !overridden.is_empty() {
+        let mut errs = Vec::new();
+        for a in overridden {
+            let (key, what, axis) = match a.nfs_client_map() {
+                Some((set, axis)) => {
+                    let own = format!("nfs_read.{set}.{}", vm.name);
+                    (own.clone(), own, axis.to_string())
+                }
+                None => (format!("vms[{i}].{}", a.field()), a.field(), a.field()),
+            };
+            errs.push(ValidationError::Rule {
+                key,
+                message: format!(
+                    "VM {} sets {what} itself and also varies it (variants: {axis}): every variant replaces this value, so it never runs; remove it here, or make it one of the axis's values",
+                    vm.name,
+                ),
+            });
+        }
+        return errs;
+    }
+    // Variant n takes the VM's address + n: all of them must be host addresses of
+    // the subnet (the VM's own address is checked with the others, later).
+    let subnet = spec.network.subnet;
+    let last = u32::from(vm.address).checked_add(combos as u32 - 1).map(Ipv4Addr::from);
+    if subnet.contains(&vm.address) && last.is_none_or(|l| !subnet.contains(&l) || l == subnet.broadcast()) {
+        let hosts_left = u32::from(subnet.broadcast()).saturating_sub(u32::from(vm.address));
+        return vec![ValidationError::Rule {
+            key: format!("vms[{i}].address"),
+            message: format!(
+                "VM {}'s {} variants take {} consecutive addresses from {}, but the subnet {subnet} has only {hosts_left} host address{} from there (its last is {}); start them lower or use a larger subnet",
+                vm.name,
+                combos,
+                combos,
+                vm.address,
+                if hosts_left == 1 { "" } else { "es" },
+                Ipv4Addr::from(u32::from(subnet.broadcast()) - 1)
+            ),
+        }];
+    }
+    Vec::new()
 }
 
 /// The names and addresses a variant VM of `out` shares with another VM, each reported at
@@ -555,7 +570,7 @@ fn apply(
 ) -> Result<(), String> {
     let text = |value: &Value| -> Result<String, String> {
         match value {
-            Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(crate::measure::scalar_text(value)),
+            Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(crate::schema::text::scalar_text(value)),
             _ => Err("this axis takes plain values (text or numbers)".into()),
         }
     };
@@ -689,8 +704,8 @@ fn rewrite_references(
         let mut observe = Vec::new();
         for o in &spec.observe {
             match o {
-                crate::spec::measure::ObserverSpec::Netem(vm) if names.contains_key(vm) => {
-                    observe.extend(names[vm].iter().map(|v| crate::spec::measure::ObserverSpec::Netem(v.clone())))
+                crate::schema::measure::ObserverSpec::Netem(vm) if names.contains_key(vm) => {
+                    observe.extend(names[vm].iter().map(|v| crate::schema::measure::ObserverSpec::Netem(v.clone())))
                 }
                 other => observe.push(other.clone()),
             }

@@ -12,7 +12,7 @@
 //! the process dies.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use nix::fcntl::{Flock, FlockArg};
@@ -29,8 +29,6 @@ const RETRY: Duration = Duration::from_millis(200);
 #[derive(Debug)]
 pub struct BuildLock {
     _lock: Flock<File>,
-    /// The lock file.
-    pub path: PathBuf,
 }
 
 /// Takes the build lock of the cache at `root`, waiting as long as another build
@@ -38,7 +36,7 @@ pub struct BuildLock {
 /// lock is free), e.g. to say what the build waits for.
 ///
 /// Errors: [`ImageError::Io`] when the lock file can't be created or locked;
-/// [`ImageError::Kernel`] when `cancel` is set while waiting.
+/// [`ImageError::BuildWaitInterrupted`] when `cancel` is set while waiting.
 pub fn acquire(root: &Path, cancel: &CancelFlag, waiting: impl FnOnce()) -> Result<BuildLock, ImageError> {
     std::fs::create_dir_all(root).map_err(ImageError::io("creating the cache folder", root))?;
     let path = root.join(BUILD_LOCK_FILE);
@@ -50,22 +48,23 @@ pub fn acquire(root: &Path, cancel: &CancelFlag, waiting: impl FnOnce()) -> Resu
     let mut waiting = Some(waiting);
     loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(BuildLock { _lock: lock, path }),
+            Ok(lock) => return Ok(BuildLock { _lock: lock }),
             Err((f, nix::errno::Errno::EWOULDBLOCK)) => {
                 file = f;
                 if let Some(w) = waiting.take() {
                     w();
                 }
                 if cancel.is_cancelled() {
-                    return Err(ImageError::Kernel(format!(
-                        "interrupted while waiting for another kernel build ({})",
-                        path.display()
-                    )));
+                    return Err(ImageError::BuildWaitInterrupted { lock: path });
                 }
                 std::thread::sleep(RETRY);
             }
             Err((_, e)) => {
-                return Err(ImageError::Io { what: "locking", path, source: std::io::Error::from(e) });
+                return Err(ImageError::Io(crate::path_io::PathIo {
+                    what: "locking",
+                    path,
+                    source: std::io::Error::from(e),
+                }));
             }
         }
     }

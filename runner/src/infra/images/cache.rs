@@ -40,7 +40,8 @@ pub const NOT_ENTRIES: &[&str] = &["tmp", "ccache"];
 /// Dropping it releases the lock.
 #[derive(Debug)]
 pub struct EntryHold {
-    lock: Option<Flock<File>>,
+    /// Held for its `Drop` (which releases the lock); `None` on a read-only cache.
+    _lock: Option<Flock<File>>,
     kind: String,
     key: String,
 }
@@ -52,8 +53,9 @@ impl EntryHold {
     }
 
     /// Whether a lock is really held (not on a read-only cache).
+    #[cfg(test)]
     pub fn is_held(&self) -> bool {
-        self.lock.is_some()
+        self._lock.is_some()
     }
 }
 
@@ -145,29 +147,41 @@ impl Cache {
         let final_path = self.entry_path(kind, key);
         let kind_dir = self.root.join(kind);
         let lock_path = self.lock_path(kind, key);
-        let unheld = || EntryHold { lock: None, kind: kind.to_string(), key: key.to_string() };
+        let unheld = || EntryHold { _lock: None, kind: kind.to_string(), key: key.to_string() };
         if let Err(e) = std::fs::create_dir_all(&kind_dir) {
             if final_path.is_dir() {
                 return Ok((final_path, CacheOutcome::Cached, unheld()));
             }
-            return Err(ImageError::Io { what: "creating cache folder", path: kind_dir, source: e });
+            return Err(ImageError::Io(crate::path_io::PathIo {
+                what: "creating cache folder",
+                path: kind_dir,
+                source: e,
+            }));
         }
         let lock_file = match File::options().create(true).append(true).open(&lock_path) {
             Ok(f) => f,
             Err(_) if final_path.is_dir() => return Ok((final_path, CacheOutcome::Cached, unheld())),
-            Err(e) => return Err(ImageError::Io { what: "creating cache lock", path: lock_path, source: e }),
+            Err(e) => {
+                return Err(ImageError::Io(crate::path_io::PathIo {
+                    what: "creating cache lock",
+                    path: lock_path,
+                    source: e,
+                }))
+            }
         };
-        let lock_err = |e: nix::errno::Errno| ImageError::Io {
-            what: "locking cache entry",
-            path: lock_path.clone(),
-            source: e.into(),
+        let lock_err = |e: nix::errno::Errno| {
+            ImageError::Io(crate::path_io::PathIo {
+                what: "locking cache entry",
+                path: lock_path.clone(),
+                source: e.into(),
+            })
         };
         let lock = Flock::lock(lock_file, FlockArg::LockShared).map_err(|(_, e)| lock_err(e))?;
         let mut build = Some(build);
         let mut outcome = CacheOutcome::Cached;
         loop {
             if final_path.is_dir() {
-                let hold = EntryHold { lock: Some(lock), kind: kind.to_string(), key: key.to_string() };
+                let hold = EntryHold { _lock: Some(lock), kind: kind.to_string(), key: key.to_string() };
                 return Ok((final_path, outcome, hold));
             }
             // Not atomic (flock(2) drops the shared lock first): another run may build
@@ -176,11 +190,11 @@ impl Cache {
             lock.relock(FlockArg::LockExclusive).map_err(lock_err)?;
             if !final_path.is_dir() {
                 let Some(build) = build.take() else {
-                    return Err(ImageError::Io {
+                    return Err(ImageError::Io(crate::path_io::PathIo {
                         what: "keeping the entry just built (it was removed at once: is `vmrepro images gc` running in a loop?)",
                         path: final_path,
                         source: std::io::Error::from(std::io::ErrorKind::NotFound),
-                    });
+                    }));
                 };
                 self.build_locked(kind, key, &final_path, build)?;
                 outcome = CacheOutcome::Built;
@@ -238,13 +252,13 @@ impl Cache {
         let lock_file = match File::options().create(true).append(true).open(self.lock_path(kind, key)) {
             Ok(f) => f,
             Err(_) => {
-                return Some((final_path, EntryHold { lock: None, kind: kind.to_string(), key: key.to_string() }))
+                return Some((final_path, EntryHold { _lock: None, kind: kind.to_string(), key: key.to_string() }))
             }
         };
         let lock = Flock::lock(lock_file, FlockArg::LockSharedNonblock).ok()?;
         final_path
             .is_dir()
-            .then(|| (final_path, EntryHold { lock: Some(lock), kind: kind.to_string(), key: key.to_string() }))
+            .then(|| (final_path, EntryHold { _lock: Some(lock), kind: kind.to_string(), key: key.to_string() }))
     }
 
     /// Starts writing the missing entry `kind/key` from work that fills it over time (a
@@ -332,11 +346,11 @@ fn commit(tmp: tempfile::TempDir, final_path: &Path) -> Result<(), ImageError> {
     let built = tmp.keep();
     if let Err(e) = std::fs::rename(&built, final_path) {
         let _ = std::fs::remove_dir_all(&built);
-        return Err(ImageError::Io {
+        return Err(ImageError::Io(crate::path_io::PathIo {
             what: "moving built entry into the cache",
             path: final_path.to_path_buf(),
             source: e,
-        });
+        }));
     }
     // Make the rename itself durable; a failure here only risks a rebuild.
     if let Some(d) = final_path.parent().and_then(|p| File::open(p).ok()) {

@@ -39,10 +39,10 @@ pub fn archive_url() -> Result<String, ImageError> {
         .into_iter()
         .find(|u| u.trim_end_matches('/').ends_with("/debian"))
         .map(|u| u.trim_end_matches('/').to_string())
-        .ok_or_else(|| {
-            ImageError::Fetch(
-                "cannot find a Debian archive in the host's apt sources (/etc/apt/sources.list.d/*.sources, /etc/apt/sources.list); set VMREPRO_DEBIAN_MIRROR".into(),
-            )
+        .ok_or(ImageError::NoArchive {
+            what: "a Debian archive",
+            where_: " (/etc/apt/sources.list.d/*.sources, /etc/apt/sources.list)",
+            variable: "VMREPRO_DEBIAN_MIRROR",
         })
 }
 
@@ -87,9 +87,11 @@ pub fn security_archive_url() -> Result<String, ImageError> {
     if main.ends_with("/debian") {
         return Ok(format!("{main}-security"));
     }
-    Err(ImageError::Fetch(
-        "cannot find the Debian security archive in the host's apt sources; set VMREPRO_DEBIAN_SECURITY_MIRROR".into(),
-    ))
+    Err(ImageError::NoArchive {
+        what: "the Debian security archive",
+        where_: "",
+        variable: "VMREPRO_DEBIAN_SECURITY_MIRROR",
+    })
 }
 
 /// The archive that serves `suite`: the security archive for `*-security` suites,
@@ -196,9 +198,7 @@ pub fn fetch_deb_held(
 
 fn download_verified(url: &str, dest: &Path, size: u64, sha256: &str) -> Result<(), ImageError> {
     let resp = ureq::get(url).timeout(std::time::Duration::from_secs(600)).call().map_err(|e| match e {
-        ureq::Error::Status(404, _) => ImageError::Fetch(format!(
-            "{url}: 404 Not Found — the pinned version has left the archive; fetch it from Debian's snapshot archive (set VMREPRO_DEBIAN_MIRROR) or re-pin images/kernels.yaml"
-        )),
+        ureq::Error::Status(404, _) => ImageError::PinGone { url: url.to_string() },
         e => ImageError::Fetch(format!("{url}: {e}")),
     })?;
     let mut reader = resp.into_reader();
@@ -218,9 +218,13 @@ fn download_verified(url: &str, dest: &Path, size: u64, sha256: &str) -> Result<
     file.sync_all().map_err(ImageError::io("writing download", dest))?;
     let got = hex::encode(hasher.finalize());
     if total != size || got != sha256 {
-        return Err(ImageError::Fetch(format!(
-            "{url}: expected {size} bytes with SHA-256 {sha256}, got {total} bytes with SHA-256 {got}; refusing it"
-        )));
+        return Err(ImageError::Checksum {
+            url: url.to_string(),
+            size,
+            sha256: sha256.to_string(),
+            got_size: total,
+            got_sha256: got,
+        });
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! An entry's *users* are the suites (in the folders given) whose VMs need it,
 //! computed the way [`super::resolve_all`] names entries, without building anything:
 //! kernels by [`super::kernel::cache_entries`] (the package in `debs/` and the prepared
-//! `kernel/` entry), root filesystems by [`super::rootfs::rootfs_key`]. The pins of
+//! `kernel/` entry), root filesystems by [`super::rootfs::rootfs_key_with`]. The pins of
 //! `images/kernels.yaml` are shown too, but only suites keep an entry from `gc`.
 //!
 //! `gc` removes an entry only while holding its exclusive lock (non-blocking), so never
@@ -132,8 +132,6 @@ pub fn scan(catalog: &Catalog, suites: &[SuiteImages], problems: Vec<String>) ->
 pub struct Entry {
     /// `(kind, key)`.
     pub id: EntryId,
-    /// Its folder.
-    pub path: PathBuf,
     /// Space it takes on disk, bytes (allocated blocks: the sparse rootfs image counts
     /// for what it holds, not for its apparent 1 GiB).
     pub disk_bytes: u64,
@@ -158,7 +156,7 @@ pub fn entries(cache: &Cache, usage: &Usage) -> Vec<Entry> {
                 .and_then(|t| now.duration_since(t).ok())
                 .unwrap_or_default();
             let what = usage.what.get(&id).cloned().unwrap_or_else(|| describe(&kind, &path));
-            Entry { disk_bytes: disk_usage(&path), age, what, id, path }
+            Entry { disk_bytes: disk_usage(&path), age, what, id }
         })
         .collect()
 }

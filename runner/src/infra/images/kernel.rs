@@ -15,7 +15,7 @@ use std::process::Command;
 use super::initramfs::{write_archive, Member};
 use super::rootfs::{make_ext4, walk_files};
 use super::{run_tool, Cache, CacheOutcome, CancelFlag, ImageError, PinnedKernel};
-use crate::infra::sha256_hex;
+use crate::infra::hash::sha256_hex;
 
 /// Bumped when kernel preparation changes.
 const KERNEL_FORMAT: &str = "vmrepro-kernel-v1";

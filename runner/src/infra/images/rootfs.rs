@@ -13,7 +13,7 @@ use std::process::Command;
 
 use super::initramfs::{write_archive, Member};
 use super::{run_tool, Cache, CacheOutcome, CancelFlag, Catalog, ImageError, RootfsRecipe};
-use crate::infra::sha256_hex;
+use crate::infra::hash::sha256_hex;
 
 /// Bumped when the way we build a rootfs changes, so old cache entries are not reused.
 /// v2: mmdebstrap writes a tarball, unpacked and turned into the image (as an
@@ -25,8 +25,6 @@ const ROOTFS_FORMAT: &str = "vmrepro-rootfs-v2";
 pub struct RootfsArtifact {
     /// Recipe name, with its extra packages (`bookworm-nfs+fio`, see [`RootfsRequest::id`]).
     pub name: String,
-    /// Cache entry folder.
-    pub dir: PathBuf,
     /// The ext4 image (read-only base of every VM's overlay).
     pub image: PathBuf,
     /// The initramfs base archive (cpio newc).
@@ -65,11 +63,6 @@ impl RootfsRequest {
             .collect::<Vec<_>>()
             .join("+")
     }
-}
-
-/// The cache key of a rootfs recipe: every input's bytes.
-pub fn rootfs_key(catalog: &Catalog, name: &str) -> Result<String, ImageError> {
-    rootfs_key_with(catalog, &RootfsRequest::new(name, &[]))
 }
 
 /// The cache key of a recipe with extra packages: the recipe's inputs and the packages
@@ -112,7 +105,6 @@ pub fn resolve_rootfs(
         name: request.id(),
         image: dir.join("rootfs.ext4"),
         initramfs_base: dir.join("initramfs-base.cpio"),
-        dir,
         key,
         hold: std::sync::Arc::new(hold),
     };

@@ -15,7 +15,7 @@ use std::process::Command;
 
 use super::initramfs::{write_archive, Member};
 use super::{run_tool, Cache, ImageError, PinnedSource};
-use crate::infra::sha256_hex;
+use crate::infra::hash::sha256_hex;
 
 /// Bumped when the way we build kernels changes.
 const SOURCE_FORMAT: &str = "vmrepro-source-kernel-v2";

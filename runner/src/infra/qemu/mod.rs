@@ -4,6 +4,7 @@
 
 pub mod accel;
 pub mod args;
+pub mod error;
 pub mod inflight;
 pub mod pin;
 pub mod qga;

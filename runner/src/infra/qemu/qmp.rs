@@ -91,7 +91,7 @@ impl Qmp {
     ///
     /// Errors: QMP refused the command, or the migration failed (QEMU's
     /// `error-desc`).
-    pub async fn migrate_to_file(&self, path: &Path) -> std::io::Result<u64> {
+    pub async fn migrate_to_file(&self, path: &Path) -> Result<u64, super::error::AgentError> {
         let uri = format!("file:{}", path.display());
         let cmd = qapi::qmp::migrate { uri: Some(uri), channels: None, detach: None, resume: None };
         self.execute(cmd).await?;
@@ -102,9 +102,9 @@ impl Qmp {
                     return Ok(info.ram.map(|r| r.transferred.max(0) as u64).unwrap_or(0));
                 }
                 Some(qapi::qmp::MigrationStatus::failed | qapi::qmp::MigrationStatus::cancelled) => {
-                    return Err(std::io::Error::other(
-                        info.error_desc.unwrap_or_else(|| "migration failed (QEMU gave no reason)".into()),
-                    ));
+                    return Err(super::error::AgentError::MigrationFailed {
+                        reason: info.error_desc.unwrap_or_else(|| "migration failed (QEMU gave no reason)".into()),
+                    });
                 }
                 _ => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
             }

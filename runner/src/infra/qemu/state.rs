@@ -170,7 +170,7 @@ pub fn state_key(
         "host_cpu": cpu,
         "args": qemu_args(&generic),
     });
-    crate::infra::sha256_hex(text.to_string().as_bytes())
+    crate::infra::hash::sha256_hex(text.to_string().as_bytes())
 }
 
 /// Whether `path` can be given to QEMU as a `file:` migration URI (QEMU splits its

@@ -6,6 +6,7 @@
 //! `quit` → SIGTERM to the process group → SIGKILL, each with a bounded grace period
 //! ([`QUIT_GRACE`], [`TERM_GRACE`]). Dropping a `Vm` kills the group.
 
+pub use super::error::AgentError;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -34,7 +35,7 @@ const SLOW_POLL: Duration = Duration::from_millis(500);
 const FAST_POLLS: u32 = 50;
 
 /// The delay before poll number `n` of a running step: [`poll_delay`] for the first
-/// [`FAST_POLLS`] (about 4.7 s), then 500 ms. Each poll wakes the guest agent inside
+/// 50 polls (about 4.7 s), then 500 ms. Each poll wakes the guest agent inside
 /// the guest; under TCG a guest polled ten times a second used 9.0 % of a host core
 /// against 3.8–4.4 % for an idle one (`/proc/PID/stat`, 15 s, BENCHMARKS.md), CPU
 /// taken from the measured guest itself during a long read. A long step is then seen
@@ -104,7 +105,7 @@ pub enum VmError {
         /// VM name.
         vm: String,
         /// Cause.
-        source: std::io::Error,
+        source: AgentError,
     },
 }
 
@@ -267,7 +268,7 @@ impl Vm {
                 self.exit = Some(st);
                 self.exited(st, during)
             }
-            Err(e) => VmError::Agent { vm: self.name.clone(), source: e },
+            Err(e) => VmError::Agent { vm: self.name.clone(), source: e.into() },
         }
     }
 
@@ -282,7 +283,7 @@ impl Vm {
         }
         match self.exit {
             Some(st) => self.exited(st, during),
-            None => VmError::Agent { vm: self.name.clone(), source },
+            None => VmError::Agent { vm: self.name.clone(), source: source.into() },
         }
     }
 
@@ -380,7 +381,7 @@ impl Vm {
     async fn connect_qmp(
         &mut self,
         limit: Duration,
-    ) -> Result<std::io::Result<()>, std::io::Result<std::process::ExitStatus>> {
+    ) -> Result<Result<(), AgentError>, std::io::Result<std::process::ExitStatus>> {
         if let Some(old) = self.qmp.take() {
             or_exit(&mut self.child, old.close(limit)).await?;
         }
@@ -390,8 +391,8 @@ impl Vm {
                 self.qmp = Some(qmp);
                 Ok(())
             }
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(std::io::Error::other(format!("QMP did not greet within {}s", limit.as_secs()))),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(AgentError::QmpGreetingTimeout { limit }),
         })
     }
 
@@ -407,18 +408,18 @@ impl Vm {
     ///
     /// Errors (outer): [`VmError::Exited`] if QEMU exited meanwhile, [`VmError::Agent`]
     /// if the guest can't be made to run again ([`Vm::resume`]).
-    pub async fn save_state(&mut self, dir: &Path) -> Result<std::io::Result<u64>, VmError> {
+    pub async fn save_state(&mut self, dir: &Path) -> Result<Result<u64, AgentError>, VmError> {
         const DURING: &str = "while saving its state";
-        let Some(qmp) = self.qmp.as_ref() else { return Ok(Err(std::io::Error::other("QMP is not connected"))) };
+        let Some(qmp) = self.qmp.as_ref() else { return Ok(Err(AgentError::QmpNotConnected)) };
         let save = async {
             let ram = qmp.migrate_to_file(&dir.join(super::state::STATE_FILE)).await?;
             tokio::fs::copy(&self.config.root_overlay, dir.join(super::state::ROOT_FILE)).await?;
             tokio::fs::copy(&self.config.console_log, dir.join(super::state::CONSOLE_FILE)).await?;
-            Ok::<u64, std::io::Error>(ram)
+            Ok::<u64, AgentError>(ram)
         };
         let result = match or_exit(&mut self.child, tokio::time::timeout(SAVE_TIMEOUT, save)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(std::io::Error::other(format!("the save took over {}s", SAVE_TIMEOUT.as_secs()))),
+            Ok(Err(_)) => Err(AgentError::SaveTimeout { limit: SAVE_TIMEOUT }),
             Err(st) => return Err(self.exit_error(st, DURING)),
         };
         self.resume().await?;
@@ -456,13 +457,10 @@ impl Vm {
         };
         match or_exit(&mut self.child, tokio::time::timeout(RESUME_TIMEOUT, resume)).await {
             Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(e))) => Err(VmError::Agent { vm: self.name.clone(), source: e }),
+            Ok(Ok(Err(e))) => Err(VmError::Agent { vm: self.name.clone(), source: e.into() }),
             Ok(Err(_)) => Err(VmError::Agent {
                 vm: self.name.clone(),
-                source: std::io::Error::other(format!(
-                    "the guest did not run again within {}s after saving its state",
-                    RESUME_TIMEOUT.as_secs()
-                )),
+                source: AgentError::ResumeTimeout { limit: RESUME_TIMEOUT },
             }),
             Err(st) => Err(self.exit_error(st, DURING)),
         }
@@ -514,10 +512,7 @@ impl Vm {
                 if Instant::now() >= deadline {
                     return Err(VmError::Agent {
                         vm: self.name.clone(),
-                        source: std::io::Error::other(format!(
-                            "no answer to guest-sync-delimited on a new connection {during}, within the step's timeout ({}s)",
-                            timeout.as_secs()
-                        )),
+                        source: AgentError::SyncTimeout { during: during.clone(), timeout },
                     });
                 }
                 if let Err(st) = or_exit(&mut self.child, tokio::time::sleep(POLL)).await {

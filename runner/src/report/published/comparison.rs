@@ -5,9 +5,9 @@
 
 use std::collections::BTreeSet;
 
+use super::comparison_table::{self, Row};
 use crate::measure::analysis::{metric_value, IterationResult, MeasurementResult, VmResult};
 use crate::measure::stats::{summarize, Summary, Verdict};
-use crate::report::lkp::{self, Row};
 
 /// Unit of a metric for labels.
 pub fn unit_of(metric: &str) -> &'static str {
@@ -93,7 +93,7 @@ pub fn headline(suite: &str, measurements: &[MeasurementResult]) -> String {
 /// The summary line of candidate `c` against `base` in measurement `m`.
 pub(super) fn summary_line(m: &MeasurementResult, base: &VmResult, c: &VmResult) -> String {
     let unit = unit_of(&m.metric);
-    let med = |v: &VmResult| v.metric.as_ref().map_or("-".into(), |s| lkp::fmt_value(s.median));
+    let med = |v: &VmResult| v.metric.as_ref().map_or("-".into(), |s| comparison_table::fmt_value(s.median));
     let change = pct(base, c).map_or(String::new(), |p| format!(" ({p:+.1}%)"));
     let verdict = c.verdict.clone().unwrap_or_else(|| "not compared".into());
     let word = match direction(c) {

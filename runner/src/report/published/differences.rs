@@ -6,10 +6,11 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::report::results::Analysis;
+use crate::analyse::Analysis;
 use crate::run::record::read_json;
-use crate::run::{RunError, PLAN_FILE};
-use crate::spec::{Accel, VmNetSpec};
+use crate::run::record::RunDirError;
+use crate::run::PLAN_FILE;
+use crate::schema::{Accel, VmNetSpec};
 
 impl PlanVm {
     /// Its rootfs with the extra packages (`bookworm-nfs+fio`).
@@ -30,8 +31,6 @@ pub struct PlanVm {
     /// Extra packages in its rootfs.
     #[serde(default)]
     pub packages: Vec<String>,
-    /// Address on the bridge.
-    pub address: String,
     /// Memory, MiB.
     pub memory_mib: u64,
     /// vCPUs.
@@ -68,7 +67,7 @@ struct PlanVms {
 /// The VMs of `plan.json` in run folder `dir`.
 ///
 /// Errors: the file can't be read or parsed.
-pub fn plan_vms(dir: &Path) -> Result<Vec<PlanVm>, RunError> {
+pub fn plan_vms(dir: &Path) -> Result<Vec<PlanVm>, RunDirError> {
     Ok(read_json::<PlanVms>(&dir.join(PLAN_FILE))?.vms)
 }
 

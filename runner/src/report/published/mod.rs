@@ -1,34 +1,40 @@
 //! `report.md` and `report.html`: a run folder as a bug report a kernel maintainer can
 //! read in a mail and re-run with one command.
 //!
-//! [`document`] is a pure function of the run folder's contents (`plan.json`,
+//! [`document()`] is a pure function of the run folder's contents (`plan.json`,
 //! `run.json`, `results.json` as analysed, `environment.json`, the step outputs):
 //! the one-line summary in the kernel's regression style, the environment (host, QEMU,
 //! accel, vmrepro and its commit, the suite's SHA-256), each VM's kernel with its
 //! package or source hashes, the rootfs and guest package versions, the negotiated NFS
 //! mounts, the network conditions, what else than the kernel differs between compared
-//! VMs, the comparison in the kernel test robot's layout ([`super::lkp`]) with each
+//! VMs, the comparison in the kernel test robot's layout ([`comparison_table`]) with each
 //! verdict, the commands that reproduce it, and the raw output of one repeat per VM.
-//! [`write`] renders it into the run folder ([`super::document`]); `vmrepro run`
+//! [`write()`] renders it into the run folder (with [`document::markdown`] and
+//! [`document::html`]); `vmrepro run`
 //! calls it at the end of every run and `vmrepro report RUN_DIR` on any run folder.
+
+pub mod chart;
 mod comparison;
+pub mod comparison_table;
 mod differences;
+pub mod document;
 
 use std::path::{Path, PathBuf};
 
-use super::chart::{strip_chart, Series};
-use super::document::{self, Block, Document, Section};
-use super::lkp;
-use super::results::{analyse_dir, AnalyseError, Analysis};
+use crate::analyse::{analyse_dir, AnalyseError, Analysis};
 use crate::measure::analysis::metric_value;
+use crate::path_io::PathIo;
 use crate::run::environment::{self, Environment, KernelOrigin};
+use crate::run::record::RunDirError;
 use crate::run::StepStatus;
 use crate::scenarios::nfs_read;
-use crate::spec::measure::Better;
-pub use comparison::{comparison_rows, direction, headline, unit_of, Direction};
+use crate::schema::measure::Better;
+use chart::{strip_chart, Series};
+pub use comparison::{comparison_rows, headline, unit_of};
 use comparison::{counted, summary_line, who};
 use differences::vm_of;
-pub use differences::{environment_differences, net_words, plan_vms, PlanStep, PlanVm};
+pub use differences::{environment_differences, net_words, plan_vms, PlanVm};
+use document::{Block, Document, Section};
 
 /// Name of the text report in a run folder.
 pub const REPORT_MD: &str = "report.md";
@@ -61,8 +67,8 @@ pub fn write_analysed(a: &Analysis) -> Result<Written, AnalyseError> {
     let doc = document(a, env.as_ref(), &vms);
     let md = a.dir.join(REPORT_MD);
     let html = a.dir.join(REPORT_HTML);
-    std::fs::write(&md, document::markdown(&doc)).map_err(crate::run::io_err("writing", &md))?;
-    std::fs::write(&html, document::html(&doc)).map_err(crate::run::io_err("writing", &html))?;
+    std::fs::write(&md, document::markdown(&doc)).map_err(|e| RunDirError::from(PathIo::on("writing", &md)(e)))?;
+    std::fs::write(&html, document::html(&doc)).map_err(|e| RunDirError::from(PathIo::on("writing", &html)(e)))?;
     Ok(Written { markdown: md, html })
 }
 
@@ -353,7 +359,7 @@ fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm])
         let Some(base) = m.vm(&m.baseline) else { continue };
         for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
             let mut t = format!("baseline:  {}\ncandidate: {}\n\n", who(base), who(c));
-            t.push_str(&lkp::table(&base.vm, &c.vm, &comparison_rows(m, base, c)));
+            t.push_str(&comparison_table::table(&base.vm, &c.vm, &comparison_rows(m, base, c)));
             t.push_str(&format!(
                 "\nverdict ({}): {}\n",
                 m.metric,

@@ -28,8 +28,8 @@ use crate::plan::measurement::{
 };
 use crate::plan::nfs_read::NfsPlan;
 use crate::plan::{names, shell_quote, StepKind, StepPlan, VmPlan};
-use crate::spec::nfs_read::NfsReadSpec;
-use crate::spec::SuiteSpec;
+use crate::schema::nfs_read::NfsReadSpec;
+use crate::schema::SuiteSpec;
 
 /// The scenario's name in step kinds and measurement presets.
 pub const SCENARIO: &str = "nfs_read";
@@ -172,7 +172,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         remote: suite
             .vms
             .iter()
-            .filter(|v| crate::measure::seeded_netem(suite, &v.name))
+            .filter(|v| suite.seeded_netem(&v.name))
             .map(|v| RemoteObserver::Netem { vm: v.name.clone(), seeded: true })
             .collect(),
         records: vec![
@@ -185,7 +185,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
             Record { name: RECORD_BYTES.into(), command: format!("wc -c < {}", shell_quote(&file)), when: When::After },
         ],
         bytes: Some(Bytes::Record(RECORD_BYTES.into())),
-        metric: Metric { name: crate::measure::DEFAULT_METRIC.into(), better: Better::Lower },
+        metric: Metric { name: crate::plan::DEFAULT_METRIC.into(), better: Better::Lower },
         checks,
         table: vec![],
         snapshot: SnapshotPolicy {

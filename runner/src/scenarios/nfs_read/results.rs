@@ -18,12 +18,13 @@ use crate::measure::observer::op_stats;
 use crate::measure::script::Section;
 use crate::parse::mountstats::OpStats;
 use crate::parse::procmounts::{mount_info, MountInfo};
+use crate::path_io::PathIo;
 use crate::plan::measurement::MeasurementPlan;
 use crate::plan::measurement::ObserverKind;
 use crate::plan::nfs_read::NfsPlan;
 use crate::plan::StepKind;
+use crate::run::record::RunDirError;
 use crate::run::record::RunRecord;
-use crate::run::{io_err, RunError};
 
 /// The scenario's part of `results.json` (`nfs_read`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -89,7 +90,7 @@ pub fn analyse(
     m: &MeasurementResult,
     rec: &RunRecord,
     dir: &Path,
-) -> Result<NfsResults, RunError> {
+) -> Result<NfsResults, RunDirError> {
     let server_vm = rec.vm(&plan.server);
     let mut profile = BTreeMap::new();
     if let Some(s) = server_vm.and_then(|v| v.steps.iter().find(|s| matches!(s.kind, StepKind::Profile { .. }))) {
@@ -116,7 +117,7 @@ pub fn analyse(
             let rel = format!("nfs/{}/read-{}.txt", v.vm, it.iteration);
             let path = dir.join(&rel);
             let parent = path.parent().expect("has a parent");
-            std::fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
+            std::fs::create_dir_all(parent).map_err(PathIo::on("creating", parent))?;
             let layout = [
                 Section::Uname,
                 Section::Time,
@@ -124,7 +125,7 @@ pub fn analyse(
                 Section::After(ObserverKind::Nfsstat),
             ];
             std::fs::write(&path, layout.iter().map(|x| s.text(*x)).collect::<String>())
-                .map_err(io_err("writing", &path))?;
+                .map_err(PathIo::on("writing", &path))?;
             let rpc_read =
                 op_stats(&it.raw.after, "READ").zip(op_stats(&it.raw.before, "READ")).map(|(a, b)| a.since(&b));
             reads.push(NfsRead { iteration: it.iteration, raw: rel, mount, rpc_read });

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::ValidationError;
 use crate::plan::{Dependency, Plan, StepKind};
-use crate::spec::SuiteSpec;
+use crate::schema::SuiteSpec;
 
 /// An edge of the wait graph: why step `from` waits for step `to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

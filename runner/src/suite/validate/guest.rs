@@ -10,7 +10,7 @@
 //! in one is caught by the other.
 
 use crate::plan::Plan;
-use crate::spec::text::{non_ascii_hint, shown};
+use crate::schema::text::{non_ascii_hint, shown};
 
 use super::ValidationError;
 
@@ -172,6 +172,116 @@ pub fn relative_name_problem(name: &str) -> Option<String> {
     }
     path_problem(&format!("/{name}"), usize::MAX)
 }
+
+/// Symbolic links of Debian's rootfs (bookworm) that lead into a folder no file is
+/// copied into, and where: a copy through them would land there.
+pub(super) const GUEST_SYMLINKS: &[(&str, &str)] = &[
+    ("/var/run", "/run"),
+    ("/var/lock", "/run/lock"),
+    ("/etc/localtime", "/usr/share/zoneinfo/Etc/UTC"),
+    ("/etc/os-release", "/usr/lib/os-release"),
+    ("/etc/rmt", "/usr/sbin/rmt"),
+];
+/// Folders of Debian's rootfs (bookworm minbase and the default rootfs's packages)
+/// outside [`NO_FILES_UNDER`](super::files::NO_FILES_UNDER): the copy step's `cat > DEST` can't write a file over one.
+pub(super) const GUEST_FOLDERS: &[&str] = &[
+    "/etc",
+    "/home",
+    "/media",
+    "/mnt",
+    "/opt",
+    "/root",
+    "/srv",
+    "/tmp",
+    "/var",
+    "/lost+found",
+    "/etc/alternatives",
+    "/etc/apt",
+    "/etc/apt/apt.conf.d",
+    "/etc/apt/auth.conf.d",
+    "/etc/apt/keyrings",
+    "/etc/apt/preferences.d",
+    "/etc/apt/sources.list.d",
+    "/etc/apt/trusted.gpg.d",
+    "/etc/cron.d",
+    "/etc/cron.daily",
+    "/etc/default",
+    "/etc/dpkg",
+    "/etc/gss",
+    "/etc/init.d",
+    "/etc/insserv.conf.d",
+    "/etc/kernel",
+    "/etc/kernel/postinst.d",
+    "/etc/keyutils",
+    "/etc/ld.so.conf.d",
+    "/etc/logrotate.d",
+    "/etc/modprobe.d",
+    "/etc/network",
+    "/etc/network/if-pre-up.d",
+    "/etc/network/if-up.d",
+    "/etc/nfs.conf.d",
+    "/etc/opt",
+    "/etc/pam.d",
+    "/etc/perl",
+    "/etc/profile.d",
+    "/etc/python3",
+    "/etc/python3.11",
+    "/etc/qemu",
+    "/etc/rc0.d",
+    "/etc/rc1.d",
+    "/etc/rc2.d",
+    "/etc/rc3.d",
+    "/etc/rc4.d",
+    "/etc/rc5.d",
+    "/etc/rc6.d",
+    "/etc/rcS.d",
+    "/etc/request-key.d",
+    "/etc/security",
+    "/etc/security/limits.d",
+    "/etc/security/namespace.d",
+    "/etc/selinux",
+    "/etc/skel",
+    "/etc/sysctl.d",
+    "/etc/systemd",
+    "/etc/systemd/system",
+    "/etc/systemd/user",
+    "/etc/terminfo",
+    "/etc/ufw",
+    "/etc/update-motd.d",
+    "/var/backups",
+    "/var/cache",
+    "/var/cache/adduser",
+    "/var/cache/apt",
+    "/var/cache/debconf",
+    "/var/cache/ldconfig",
+    "/var/lib",
+    "/var/lib/apt",
+    "/var/lib/dpkg",
+    "/var/lib/misc",
+    "/var/lib/pam",
+    "/var/lib/python",
+    "/var/lib/systemd",
+    "/var/lib/ucf",
+    "/var/local",
+    "/var/log",
+    "/var/log/apt",
+    "/var/mail",
+    "/var/opt",
+    "/var/spool",
+    "/var/spool/mail",
+    "/var/tmp",
+    "/usr/local",
+    "/usr/local/bin",
+    "/usr/local/etc",
+    "/usr/local/games",
+    "/usr/local/include",
+    "/usr/local/lib",
+    "/usr/local/man",
+    "/usr/local/sbin",
+    "/usr/local/share",
+    "/usr/local/share/man",
+    "/usr/local/src",
+];
 
 #[cfg(test)]
 mod tests {

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use crate::infra::images::{Catalog, DEFAULT_FLAVOUR};
 use crate::infra::qemu::args::{kernel_cmdline, MAX_KERNEL_CMDLINE_BYTES, RUNNER_PARAMETERS, RUNNER_PREFIX};
-use crate::spec::text::{char_note, describe};
-use crate::spec::{KernelSpec, SuiteFile};
+use crate::schema::text::{char_note, describe};
+use crate::schema::{KernelSpec, SuiteFile};
 
 use super::ValidationError;
 
@@ -202,7 +202,7 @@ fn build_input_problem(file: &SuiteFile, images: &Path, real: &Path, patch: bool
                 "{} line {}: {} is not a config line (`CONFIG_NAME=value`, `# CONFIG_NAME is not set`, a comment or a blank line)",
                 real.display(),
                 n + 1,
-                crate::spec::text::shown(l, 60)
+                crate::schema::text::shown(l, 60)
             )
         })
     })
@@ -271,7 +271,7 @@ pub(super) fn host_path_problem(file: &SuiteFile, p: &Path, want: Want) -> Optio
     };
     let ok = if want_file { meta.is_file() } else { meta.is_dir() };
     if !ok {
-        return Some(format!("{shown} is {}; it should be {what}", crate::spec::text::file_kind(&meta)));
+        return Some(format!("{shown} is {}; it should be {what}", crate::schema::text::file_kind(&meta)));
     }
     if want_file {
         if let Err(e) = std::fs::File::open(&full) {

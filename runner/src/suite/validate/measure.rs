@@ -8,9 +8,9 @@ use crate::measure::observer::derived_metrics;
 use crate::measure::script::BUILTIN_SECTIONS;
 use crate::plan::measurement::ObserverKind;
 use crate::plan::names;
-use crate::spec::measure::{MeasureSpec, ObserverSpec};
-use crate::spec::text::{non_ascii_hint, shown};
-use crate::spec::SuiteSpec;
+use crate::schema::measure::{MeasureSpec, ObserverSpec};
+use crate::schema::text::{non_ascii_hint, shown};
+use crate::schema::SuiteSpec;
 
 /// Metrics every measurement has.
 const TIME_METRICS: &[&str] = &["elapsed_s", "user_s", "system_s"];
@@ -54,9 +54,31 @@ pub(super) fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec) {
     }
 }
 
+/// The rules of one `measure:` entry `m` (key path `k`), one key after another.
 fn check_one(
     errs: &mut Vec<ValidationError>,
     s: &SuiteSpec,
+    m: &MeasureSpec,
+    k: &str,
+    vm_names: &BTreeSet<&str>,
+    earlier: &BTreeMap<&str, String>,
+) {
+    check_vms_after(errs, m, k, vm_names, earlier);
+    check_numbers_and_commands(errs, m, k);
+    let kinds = check_observers(errs, s, m, k);
+    let records = check_records(errs, m, k);
+    check_bytes(errs, m, k);
+    check_metric_table(errs, m, k, &kinds);
+    check_checks(errs, m, k, &records);
+    if let Some(snap) = &m.snapshot {
+        check_snapshot(errs, m, snap, k, &kinds, &records);
+    }
+}
+
+/// `on` (known VMs, each once), `baseline` (one of them) and `after` (a VM or an
+/// earlier measurement, not itself).
+fn check_vms_after(
+    errs: &mut Vec<ValidationError>,
     m: &MeasureSpec,
     k: &str,
     vm_names: &BTreeSet<&str>,
@@ -107,6 +129,11 @@ fn check_one(
             rule(errs, format!("{k}.after[{j}]"), "a measurement can't wait for itself".into());
         }
     }
+}
+
+/// `repeat`, `warmup`, `expect_exit`, `timeout` and the commands (`run`, `setup`,
+/// `teardown`).
+fn check_numbers_and_commands(errs: &mut Vec<ValidationError>, m: &MeasureSpec, k: &str) {
     if let Some(r) = m.repeat {
         range(errs, &format!("{k}.repeat"), r, &limits::REPEAT, "");
     }
@@ -124,6 +151,14 @@ fn check_one(
             guest::check_command(errs, &format!("{k}.{field}"), v);
         }
     }
+}
+
+/// `observe`: each observer's own fields, a netem's VM, one observer of each kind.
+/// Returns the kinds observed (a netem is another VM's, not a kind of this one).
+fn check_observers(errs: &mut Vec<ValidationError>, s: &SuiteSpec, m: &MeasureSpec, k: &str) -> BTreeSet<ObserverKind> {
+    let rule = |errs: &mut Vec<ValidationError>, key: String, message: String| {
+        errs.push(ValidationError::Rule { key, message })
+    };
     let mut kinds = BTreeSet::new();
     for (j, o) in m.observe.iter().enumerate() {
         let key = format!("{k}.observe[{j}]");
@@ -184,6 +219,15 @@ fn check_one(
             }
         }
     }
+    kinds
+}
+
+/// `record`: names that are not the script's own sections, each once, and their
+/// commands. Returns the records' names.
+fn check_records<'a>(errs: &mut Vec<ValidationError>, m: &'a MeasureSpec, k: &str) -> BTreeSet<&'a str> {
+    let rule = |errs: &mut Vec<ValidationError>, key: String, message: String| {
+        errs.push(ValidationError::Rule { key, message })
+    };
     let mut records = BTreeSet::new();
     for (j, r) in m.record.iter().enumerate() {
         let key = format!("{k}.record[{j}]");
@@ -211,49 +255,29 @@ fn check_one(
         }
         guest::check_command(errs, &format!("{key}.run"), &r.run);
     }
+    records
+}
+
+/// `bytes`: more than 0, within [`limits::MEASURE_BYTES`].
+fn check_bytes(errs: &mut Vec<ValidationError>, m: &MeasureSpec, k: &str) {
     if m.bytes == Some(0) {
-        rule(errs, format!("{k}.bytes"), "0 bytes give no throughput; leave `bytes` out".into());
+        errs.push(ValidationError::Rule {
+            key: format!("{k}.bytes"),
+            message: "0 bytes give no throughput; leave `bytes` out".into(),
+        });
     } else if let Some(b) = m.bytes {
         range(errs, &format!("{k}.bytes"), b, &limits::MEASURE_BYTES, " bytes");
     }
-    let derived = derived_metrics(kinds.iter().copied());
-    let metric_ok = |name: &str| -> Result<(), String> {
-        if TIME_METRICS.contains(&name) || derived.contains_key(name) {
-            return Ok(());
-        }
-        if name == "throughput_mb_s" {
-            return if m.bytes.is_some() { Ok(()) } else { Err("throughput_mb_s needs `bytes`".into()) };
-        }
-        let providers: &[ObserverKind] = match name.split('.').next() {
-            Some("netstat") => &[ObserverKind::Netstat, ObserverKind::ProcNet],
-            Some("nfs") => &[ObserverKind::Nfsstat, ObserverKind::ProcRpcNfs],
-            Some("mountstats") => &[ObserverKind::Mountstats],
-            _ => &[],
-        };
-        match providers.first() {
-            Some(kind) if name.split('.').count() >= 3 => {
-                if providers.iter().any(|p| kinds.contains(p)) {
-                    counter_ok(name, m)
-                } else {
-                    Err(format!("{name} is a counter of the {} observer; add it to `observe`", kind.name()))
-                }
-            }
-            _ => {
-                let all = derived_metrics(ObserverKind::ALL);
-                match all.get(name) {
-                    Some(_) => Err(format!("{name} comes from an observer this measurement lacks; add it to `observe`")),
-                    None => Err(format!(
-                        "{} is not a metric: use elapsed_s, user_s, system_s, throughput_mb_s, a derived metric of the observers ({}), a counter name (netstat.Ip.ReasmFails, nfs.client.rpc.retrans, mountstats.READ.transmissions), or (for `compare`) outcome{}",
-                        shown(name, 80),
-                        all.keys().copied().collect::<Vec<_>>().join(", "),
-                        non_ascii_hint(name)
-                    )),
-                }
-            }
-        }
+}
+
+/// `compare` and `table` (metrics the measurement has), `better` (not with
+/// `compare: outcome`).
+fn check_metric_table(errs: &mut Vec<ValidationError>, m: &MeasureSpec, k: &str, kinds: &BTreeSet<ObserverKind>) {
+    let rule = |errs: &mut Vec<ValidationError>, key: String, message: String| {
+        errs.push(ValidationError::Rule { key, message })
     };
     if let Some(c) = m.compare.as_deref().filter(|c| *c != OUTCOME_METRIC) {
-        if let Err(e) = metric_ok(c) {
+        if let Err(e) = metric_ok(m, kinds, c) {
             rule(errs, format!("{k}.compare"), e);
         }
     }
@@ -265,14 +289,21 @@ fn check_one(
         );
     }
     for (j, name) in m.table.iter().enumerate() {
-        if let Err(e) = metric_ok(name) {
+        if let Err(e) = metric_ok(m, kinds, name) {
             rule(errs, format!("{k}.table[{j}]"), e);
         }
     }
-    let sections_ok = |name: &str| name == "stdout" || name == "stderr" || records.contains(name);
+}
+
+/// `checks`: a section of the measurement, exactly one of `equals` (a scalar) and
+/// `contains`.
+fn check_checks(errs: &mut Vec<ValidationError>, m: &MeasureSpec, k: &str, records: &BTreeSet<&str>) {
+    let rule = |errs: &mut Vec<ValidationError>, key: String, message: String| {
+        errs.push(ValidationError::Rule { key, message })
+    };
     for (j, c) in m.checks.iter().enumerate() {
         let key = format!("{k}.checks[{j}]");
-        if !sections_ok(&c.section) {
+        if !section_ok(records, &c.section) {
             rule(
                 errs,
                 format!("{key}.section"),
@@ -292,7 +323,7 @@ fn check_one(
                 "`equals` takes a text or a number, which the section must equal".into(),
             );
         } else if let Some(why) =
-            c.equals.as_ref().and_then(|v| super::extras::float_problem(v, "the section would have to be"))
+            c.equals.as_ref().and_then(|v| super::sysctl::float_problem(v, "the section would have to be"))
         {
             rule(errs, format!("{key}.equals"), why);
         }
@@ -300,57 +331,114 @@ fn check_one(
             rule(errs, key, "give exactly one of `equals` or `contains`".into());
         }
     }
-    if let Some(snap) = &m.snapshot {
-        super::verdict_overrides(
-            errs,
-            &format!("{k}.snapshot.verdict_by_vm"),
-            &snap.verdict_by_vm,
-            &m.on,
-            m.baseline.as_deref(),
-        );
-        for (j, name) in snap.signs.iter().enumerate() {
-            if let Err(e) = metric_ok(name) {
-                rule(errs, format!("{k}.snapshot.signs[{j}]"), e);
-            }
+}
+
+/// `snapshot`: its per-VM verdicts, signs (metrics) and sections, and that it keeps
+/// something of the results.
+fn check_snapshot(
+    errs: &mut Vec<ValidationError>,
+    m: &MeasureSpec,
+    snap: &crate::schema::measure::MeasureSnapshotSpec,
+    k: &str,
+    kinds: &BTreeSet<ObserverKind>,
+    records: &BTreeSet<&str>,
+) {
+    let rule = |errs: &mut Vec<ValidationError>, key: String, message: String| {
+        errs.push(ValidationError::Rule { key, message })
+    };
+    super::verdict_overrides(
+        errs,
+        &format!("{k}.snapshot.verdict_by_vm"),
+        &snap.verdict_by_vm,
+        &m.on,
+        m.baseline.as_deref(),
+    );
+    for (j, name) in snap.signs.iter().enumerate() {
+        if let Err(e) = metric_ok(m, kinds, name) {
+            rule(errs, format!("{k}.snapshot.signs[{j}]"), e);
         }
-        for (j, name) in snap.sections.iter().enumerate() {
-            if !sections_ok(name) {
-                rule(
-                    errs,
-                    format!("{k}.snapshot.sections[{j}]"),
-                    format!(
-                        "{} is not a section of this measurement (stdout, stderr, or a record's name){}",
-                        shown(name, 80),
-                        non_ascii_hint(name)
-                    ),
-                );
-            }
-        }
-        let keeps_outcomes = snap.outcome != Some(false);
-        if m.compare.as_deref() == Some(OUTCOME_METRIC) && !keeps_outcomes {
+    }
+    for (j, name) in snap.sections.iter().enumerate() {
+        if !section_ok(records, name) {
             rule(
                 errs,
-                format!("{k}.snapshot.outcome"),
-                "`compare: outcome` compares how the iterations ended, and `outcome: false` leaves that out of the snapshot, so a changed outcome (exit 32 becoming exit 1) would still match; keep `outcome: true` (the default) or compare a metric".into(),
-            );
-        } else if !keeps_outcomes && keeps_no_verdict(m, snap) && snap.signs.is_empty() && snap.sections.is_empty() {
-            rule(
-                errs,
-                format!("{k}.snapshot"),
-                "this snapshot keeps nothing of the measurement's results (no verdict, no outcomes, no signs, no sections), so its test would pass whatever the run did; keep at least one, or leave `snapshot` out for the defaults".into(),
+                format!("{k}.snapshot.sections[{j}]"),
+                format!(
+                    "{} is not a section of this measurement (stdout, stderr, or a record's name){}",
+                    shown(name, 80),
+                    non_ascii_hint(name)
+                ),
             );
         }
     }
+    let keeps_outcomes = snap.outcome != Some(false);
+    if m.compare.as_deref() == Some(OUTCOME_METRIC) && !keeps_outcomes {
+        rule(
+            errs,
+            format!("{k}.snapshot.outcome"),
+            "`compare: outcome` compares how the iterations ended, and `outcome: false` leaves that out of the snapshot, so a changed outcome (exit 32 becoming exit 1) would still match; keep `outcome: true` (the default) or compare a metric".into(),
+        );
+    } else if !keeps_outcomes && keeps_no_verdict(m, snap) && snap.signs.is_empty() && snap.sections.is_empty() {
+        rule(
+            errs,
+            format!("{k}.snapshot"),
+            "this snapshot keeps nothing of the measurement's results (no verdict, no outcomes, no signs, no sections), so its test would pass whatever the run did; keep at least one, or leave `snapshot` out for the defaults".into(),
+        );
+    }
+}
+
+/// Whether `name` is a metric measurement `m` has (for `compare`, `table` and
+/// `snapshot.signs`), given its observer kinds `kinds`; the error says why not.
+fn metric_ok(m: &MeasureSpec, kinds: &BTreeSet<ObserverKind>, name: &str) -> Result<(), String> {
+    let derived = derived_metrics(kinds.iter().copied());
+    if TIME_METRICS.contains(&name) || derived.contains_key(name) {
+        return Ok(());
+    }
+    if name == "throughput_mb_s" {
+        return if m.bytes.is_some() { Ok(()) } else { Err("throughput_mb_s needs `bytes`".into()) };
+    }
+    let providers: &[ObserverKind] = match name.split('.').next() {
+        Some("netstat") => &[ObserverKind::Netstat, ObserverKind::ProcNet],
+        Some("nfs") => &[ObserverKind::Nfsstat, ObserverKind::ProcRpcNfs],
+        Some("mountstats") => &[ObserverKind::Mountstats],
+        _ => &[],
+    };
+    match providers.first() {
+        Some(kind) if name.split('.').count() >= 3 => {
+            if providers.iter().any(|p| kinds.contains(p)) {
+                counter_ok(name, m)
+            } else {
+                Err(format!("{name} is a counter of the {} observer; add it to `observe`", kind.name()))
+            }
+        }
+        _ => {
+            let all = derived_metrics(ObserverKind::ALL);
+            match all.get(name) {
+                Some(_) => Err(format!("{name} comes from an observer this measurement lacks; add it to `observe`")),
+                None => Err(format!(
+                    "{} is not a metric: use elapsed_s, user_s, system_s, throughput_mb_s, a derived metric of the observers ({}), a counter name (netstat.Ip.ReasmFails, nfs.client.rpc.retrans, mountstats.READ.transmissions), or (for `compare`) outcome{}",
+                    shown(name, 80),
+                    all.keys().copied().collect::<Vec<_>>().join(", "),
+                    non_ascii_hint(name)
+                )),
+            }
+        }
+    }
+}
+
+/// Whether `name` is a section of a measurement whose records are `records`.
+fn section_ok(records: &BTreeSet<&str>, name: &str) -> bool {
+    name == "stdout" || name == "stderr" || records.contains(name)
 }
 
 /// Whether `snap` keeps no verdict of measurement `m`: every VM compared with the
 /// baseline (`baseline`, else the first of `on`) has `none` as its own or the
 /// measurement's policy. True when no VM is compared.
-fn keeps_no_verdict(m: &MeasureSpec, snap: &crate::spec::measure::MeasureSnapshotSpec) -> bool {
+fn keeps_no_verdict(m: &MeasureSpec, snap: &crate::schema::measure::MeasureSnapshotSpec) -> bool {
     let baseline = m.baseline.as_ref().or(m.on.first());
     m.on.iter().filter(|vm| Some(*vm) != baseline).all(|vm| {
         snap.verdict_by_vm.get(vm).copied().unwrap_or(snap.verdict.unwrap_or_default())
-            == crate::spec::SnapshotVerdicts::None
+            == crate::schema::SnapshotVerdicts::None
     })
 }
 

@@ -4,8 +4,8 @@
 //! a strict form (a plain decimal number and a unit: no exponent, sign, `inf` or `nan`)
 //! and to a range netem can run with.
 
-use crate::spec::text::shown;
-use crate::spec::NetemSpec;
+use crate::schema::text::shown;
+use crate::schema::NetemSpec;
 
 use super::ValidationError;
 
@@ -21,8 +21,10 @@ pub const MAX_RATE_BIT: f64 = 100e9;
 /// limit"); a million packets of 1500 bytes is 1.5 GB, more than any guest's memory.
 pub const LIMIT: std::ops::RangeInclusive<u32> = 1..=1_000_000;
 
-/// A plain decimal number followed by a unit: `("1.5", "ms")`. `None` for anything
-/// else (exponents, signs, `inf`, `nan`, spaces).
+/// A plain decimal number and the text after it: `"1.5ms"` → `(1.5, "ms")`. `None`
+/// when there is no such number (a sign, `inf`, `nan`, a leading space, too many
+/// digits); an exponent or a space after the digits stays in the text
+/// (`"1e3ms"` → `(1, "e3ms")`), which the callers' unit match then refuses.
 fn number_and_unit(v: &str) -> Option<(f64, &str)> {
     let end = v.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(v.len());
     let (num, unit) = v.split_at(end);

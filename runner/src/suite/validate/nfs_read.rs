@@ -4,15 +4,40 @@ use std::collections::BTreeSet;
 
 use crate::infra::images::{Catalog, DEFAULT_ROOTFS};
 use crate::plan::DEFAULT_MEMORY_MIB;
-use crate::spec::nfs_read::NfsReadSpec;
-use crate::spec::text::{non_ascii_hint, shown};
-use crate::spec::SuiteSpec;
+use crate::schema::nfs_read::NfsReadSpec;
+use crate::schema::text::{non_ascii_hint, shown};
+use crate::schema::SuiteSpec;
 use crate::suite::validate::{self, guest, limits, range, ValidationError};
 
-/// Checks the `nfs_read:` block `n` of suite `s`.
+/// Checks the `nfs_read:` block `n` of suite `s`, one key after another.
 pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catalog: &Catalog) {
-    let vm = |name: &str| s.vms.iter().find(|v| v.name == name);
-    match vm(&n.server) {
+    check_server(errs, s, n, catalog);
+    check_file(errs, n);
+    file_size(errs, s, n, catalog);
+    check_clients(errs, s, n);
+    check_read_ahead(errs, n);
+    if let Some(w) = n.warmup {
+        range(errs, "nfs_read.warmup", w, &limits::WARMUP, " reads");
+    }
+    if let Some(r) = n.repeat {
+        range(errs, "nfs_read.repeat", r, &limits::REPEAT, "");
+    }
+    check_client_setup(errs, n);
+    validate::verdict_overrides(
+        errs,
+        "nfs_read.client_snapshot_verdicts",
+        &n.client_snapshot_verdicts,
+        &n.clients,
+        n.baseline.as_deref(),
+    );
+    check_concurrent(errs, s, n);
+    check_mounts(errs, n);
+    served(errs, s, n, catalog);
+}
+
+/// `server`: a VM with an NFS server profile.
+fn check_server(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catalog: &Catalog) {
+    match s.vms.iter().find(|v| v.name == n.server) {
         None => errs.push(ValidationError::Unknown {
             key: "nfs_read.server".into(),
             what: "VM",
@@ -39,6 +64,11 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             }
         }
     }
+}
+
+/// `export` and `file.name`: strict guest paths, the file's path short enough under
+/// both the export and the mount point.
+fn check_file(errs: &mut Vec<ValidationError>, n: &NfsReadSpec) {
     // The export goes to the profile as `$1` (quoted) and from there into
     // `/etc/exports`, one line per export: a space or line break would add options or
     // a second export, so the path is held to the strict pattern.
@@ -64,7 +94,10 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             }
         }
     }
-    file_size(errs, s, n, catalog);
+}
+
+/// `clients` (VMs, not the server, each once) and `baseline` (one of them).
+fn check_clients(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec) {
     if n.clients.is_empty() {
         errs.push(ValidationError::Rule {
             key: "nfs_read.clients".into(),
@@ -74,7 +107,7 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
     let mut seen = BTreeSet::new();
     for (i, c) in n.clients.iter().enumerate() {
         let key = format!("nfs_read.clients[{i}]");
-        if vm(c).is_none() {
+        if !s.vms.iter().any(|v| &v.name == c) {
             errs.push(ValidationError::Unknown { key, what: "VM", value: c.clone(), hint: String::new() });
         } else if *c == n.server {
             errs.push(ValidationError::Rule { key, message: "the server can't also be a client".into() });
@@ -97,6 +130,10 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             });
         }
     }
+}
+
+/// `read_ahead_kb` and `client_read_ahead_kb`: whole pages, for clients.
+fn check_read_ahead(errs: &mut Vec<ValidationError>, n: &NfsReadSpec) {
     let per_client = n.client_read_ahead_kb.iter().map(|(c, kb)| (format!("nfs_read.client_read_ahead_kb.{c}"), *kb));
     for (key, kb) in n.read_ahead_kb.map(|kb| ("nfs_read.read_ahead_kb".to_string(), kb)).into_iter().chain(per_client)
     {
@@ -123,12 +160,10 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             });
         }
     }
-    if let Some(w) = n.warmup {
-        range(errs, "nfs_read.warmup", w, &limits::WARMUP, " reads");
-    }
-    if let Some(r) = n.repeat {
-        range(errs, "nfs_read.repeat", r, &limits::REPEAT, "");
-    }
+}
+
+/// `client_setup`: commands, for clients.
+fn check_client_setup(errs: &mut Vec<ValidationError>, n: &NfsReadSpec) {
     for (c, command) in &n.client_setup {
         guest::check_command(errs, &format!("nfs_read.client_setup.{c}"), command);
         if !n.clients.contains(c) {
@@ -140,13 +175,10 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             });
         }
     }
-    validate::verdict_overrides(
-        errs,
-        "nfs_read.client_snapshot_verdicts",
-        &n.client_snapshot_verdicts,
-        &n.clients,
-        n.baseline.as_deref(),
-    );
+}
+
+/// `concurrent`: not with a seeded netem.
+fn check_concurrent(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec) {
     if n.concurrent == Some(true) {
         for v in &s.vms {
             if v.net.as_ref().and_then(|x| x.egress.as_ref()).is_some_and(|e| e.seed.is_some()) {
@@ -161,6 +193,10 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             }
         }
     }
+}
+
+/// `mount_point`, `mount_options` and `client_mount_options`.
+fn check_mounts(errs: &mut Vec<ValidationError>, n: &NfsReadSpec) {
     if let Some(m) = &n.mount_point {
         guest::check_guest_dir(errs, "nfs_read.mount_point", "mount point", m, guest::MAX_PATH_BYTES);
         // Each iteration keeps its temporary files in a folder under /tmp, made before
@@ -189,7 +225,6 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
     if let Some(o) = &n.mount_options {
         mount_options(errs, "nfs_read.mount_options", o);
     }
-    served(errs, s, n, catalog);
 }
 
 /// What a mount asks of the server: the NFS version (`"3"`, `"4"`, `"4.1"`, …) and

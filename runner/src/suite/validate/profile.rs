@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use super::{guest, range, ValidationError};
 use crate::infra::images::Catalog;
-use crate::spec::{SuiteSpec, VmSpec};
+use crate::schema::{SuiteSpec, VmSpec};
 
 /// NFS versions any server profile may name.
 const NFS_VERSIONS: &[&str] = &["2", "3", "4", "4.0", "4.1", "4.2"];

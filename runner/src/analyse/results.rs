@@ -1,0 +1,125 @@
+//! `results.json`, schema 2: the analysed results of a run folder.
+//!
+//! # Schema
+//!
+//! ```text
+//! schema         2
+//! suite          suite name
+//! measurements[] one per measurement (the nfs_read preset's is named "nfs-read"):
+//!   name, preset ("nfs_read" or absent), metric ("elapsed_s", …), better ("lower"|"higher"),
+//!   baseline     VM name
+//!   vms[]        vm, kernel_release (uname -r in the guest),
+//!                metric / elapsed_s: {n, min, max, median, mean, cv} over counted iterations,
+//!                median_mb_s, ratio_to_baseline, comparison {candidate, baseline,
+//!                median_ratio, ranges_overlap, verdict {verdict: same|slower|faster, low, high}},
+//!                verdict (words), totals {derived metric: sum or null}, exit_statuses[],
+//!     iterations[] iteration, step, status, exit_status, elapsed_s, user_s, system_s,
+//!                bytes, throughput_mb_s (MB = 10^6 bytes), metrics {derived: delta or null},
+//!                changed_counters {name: delta}, appeared_counters {name: value},
+//!                remote [{vm, observer, sent_packets, dropped_packets}],
+//!                records {name: trimmed text}, counted
+//!   problems[]   failed checks, unreadable outputs, unexpected exit statuses
+//! nfs_read       (suites with nfs_read) server {vm, kernel_release, profile {key: value}},
+//!                file_bytes, baseline, clients [{vm, mount {nfs_version, transport, rsize,
+//!                wsize, read_ahead_kb, options}, reads [{iteration, raw, mount, rpc_read
+//!                {ops, transmissions, major_timeouts, bytes_sent, bytes_received, queue_ms,
+//!                rtt_ms, execute_ms, errors}}]}], notes[]
+//! vms[]          (VMs given a profile, packages, sysctl or files) vm, profile {name, params
+//!                {exports [{path, options}], nfs_versions, threads, block_size, udp}},
+//!                packages[], sysctl {name: {set, in_force}}, files [{dest, bytes, mode,
+//!                sha256, guest_sha256}], problems[]
+//! ```
+//!
+//! Schema 1 (before measurements existed) had one `clients[]` list with fixed metric
+//! fields; its numbers are the `nfs-read` measurement's, field for field:
+//! `clients[].reads[].metrics.<derived>` → `iterations[].metrics.<derived>`,
+//! `reads[].netem` → `iterations[].remote`, `reads[].rpc_read` → `nfs_read.clients[].reads[].rpc_read`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::measure::analysis::MeasurementResult;
+use crate::plan::ProfilePlan;
+use crate::scenarios::nfs_read;
+
+/// `results.json`'s schema version.
+pub const RESULTS_SCHEMA: u32 = 2;
+/// Name of the results in a run folder.
+pub const RESULTS_FILE: &str = "results.json";
+
+/// `results.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    /// [`RESULTS_SCHEMA`].
+    pub schema: u32,
+    /// Suite name.
+    pub suite: String,
+    /// Every measurement.
+    pub measurements: Vec<MeasurementResult>,
+    /// The `nfs_read` preset's facts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nfs_read: Option<nfs_read::results::NfsResults>,
+    /// What each VM was given besides its kernel: profile, sysctl, files, packages
+    /// (only VMs given any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vms: Vec<VmFacts>,
+}
+
+impl Results {
+    /// Every problem of every measurement (`<measurement>: <problem>`) and of the VMs'
+    /// setup (`<vm>: <problem>`).
+    pub fn problems(&self) -> Vec<String> {
+        self.measurements
+            .iter()
+            .flat_map(|m| m.problems.iter().map(move |p| format!("{}: {p}", m.name)))
+            .chain(self.vms.iter().flat_map(|v| v.problems.iter().map(move |p| format!("{}: {p}", v.vm))))
+            .collect()
+    }
+}
+
+/// What a VM was given besides its kernel, as planned and as the guest reported it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VmFacts {
+    /// VM name.
+    pub vm: String,
+    /// Its profile and the parameters in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<ProfilePlan>,
+    /// Extra packages in its rootfs (their versions: `environment.json`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packages: Vec<String>,
+    /// `sysctl:` name → the value the suite set and the value the guest printed back.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sysctl: BTreeMap<String, SysctlFact>,
+    /// Files copied in, with the SHA-256 the guest computed of what it wrote.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileFact>,
+    /// A value not in force, a file that arrived different, a step that did not pass.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// One `sysctl:` value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SysctlFact {
+    /// What the suite set.
+    pub set: String,
+    /// What `sysctl NAME` printed afterwards (`None`: not printed).
+    pub in_force: Option<String>,
+}
+
+/// One file copied into the guest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileFact {
+    /// Where it went.
+    pub dest: String,
+    /// Size, bytes.
+    pub bytes: u64,
+    /// Mode, octal text (`0644`).
+    pub mode: String,
+    /// SHA-256 of the host's file.
+    pub sha256: String,
+    /// SHA-256 of the guest's copy (`sha256sum`; `None`: the step did not run).
+    pub guest_sha256: Option<String>,
+}

@@ -1,0 +1,161 @@
+//! `vmrepro bundle`, `vmrepro replay` and `vmrepro compare`: messages and exit codes
+//! over [`crate::publish`].
+
+use std::path::{Path, PathBuf};
+
+use super::dispatch::{render, write_junit};
+use super::progress::{interrupted, progress_sink};
+use crate::exit;
+use crate::infra::images::Cache;
+use crate::run::RunStatus;
+
+/// `vmrepro bundle`.
+pub(super) fn bundle(
+    run_dir: &Path,
+    output: Option<PathBuf>,
+    with_images: bool,
+    images: Option<PathBuf>,
+    cache: Cache,
+) -> i32 {
+    use crate::publish::bundle::{bundle, BundleError, BundleOptions};
+    let out = output.unwrap_or_else(|| {
+        let suite = crate::run::record::read_json::<crate::run::RunRecord>(&run_dir.join(crate::run::RUN_FILE))
+            .map(|r| r.suite)
+            .unwrap_or_else(|_| "run".into());
+        PathBuf::from(crate::report::published::default_bundle_name(&suite, run_dir))
+    });
+    let opts = BundleOptions { with_images, cache, identity: crate::publish::redact::Identity::current(), images };
+    match bundle(run_dir, &out, &opts) {
+        Ok(s) => {
+            outln!(
+                "bundle: {} ({}, {} files, {} unpacked{})",
+                s.path.display(),
+                human_bytes(s.bytes),
+                s.files,
+                human_bytes(s.unpacked_bytes),
+                if s.info.with_images { ", with the kernels" } else { "" }
+            );
+            for l in &s.info.cut_logs {
+                outln!("  cut: {l} (over {} KiB)", crate::publish::bundle::MAX_LOG_BYTES / 1024);
+            }
+            for n in &s.info.notes {
+                outln!("  note: {n}");
+            }
+            exit::SUCCESS
+        }
+        Err(e @ (BundleError::Image(_) | BundleError::Io { .. })) => {
+            errln!("error: {e}");
+            exit::INFRASTRUCTURE
+        }
+        Err(e) => {
+            errln!("error: {e}");
+            exit::CONFIG_ERROR
+        }
+    }
+}
+
+/// `75.5 kB`, `81.5 MB` (10^3 and 10^6 bytes).
+fn human_bytes(n: u64) -> String {
+    if n >= 1_000_000 {
+        format!("{:.1} MB", n as f64 / 1e6)
+    } else {
+        format!("{:.1} kB", n as f64 / 1e3)
+    }
+}
+
+/// `vmrepro replay`.
+pub(super) async fn replay(
+    bundle: &Path,
+    results: PathBuf,
+    junit: Option<&Path>,
+    cache: Cache,
+    fresh_boot: bool,
+    pin: bool,
+) -> i32 {
+    use crate::publish::replay::{prepare, ReplayError, ReplayOptions};
+    let prepared = {
+        let (b, c) = (bundle.to_path_buf(), cache.clone());
+        match tokio::task::spawn_blocking(move || prepare(&b, &c)).await.expect("prepare task") {
+            Ok(p) => p,
+            Err(e) => {
+                errln!("error: {e}");
+                return match e {
+                    ReplayError::Bundle(_) | ReplayError::Suite(_) => exit::CONFIG_ERROR,
+                    _ => exit::INFRASTRUCTURE,
+                };
+            }
+        }
+    };
+    outln!(
+        "bundle: {} (suite {}, made by vmrepro {} {})",
+        bundle.display(),
+        prepared.bundle.info.suite,
+        prepared.bundle.info.created_by.version,
+        prepared.bundle.info.created_by.git_commit
+    );
+    for c in &prepared.checks {
+        outln!("verified: {c}");
+    }
+    let opts = ReplayOptions { results_root: results, cache, events: progress_sink(), fresh_boot, pin };
+    let r = match prepared.run(&opts, interrupted()).await {
+        Ok(r) => r,
+        Err(e) => {
+            errln!("error: {e}");
+            return exit::INFRASTRUCTURE;
+        }
+    };
+    match &r.now {
+        Some(a) => {
+            out!("{}", render(a));
+            outln!("report: {}", a.dir.join(crate::report::published::REPORT_MD).display());
+            write_junit(junit, &crate::report::junit::junit(&a.record, Some(&a.results)));
+        }
+        None => {
+            out!("{}", crate::report::summary(&r.outcome.record));
+            write_junit(junit, &crate::report::junit::junit(&r.outcome.record, None));
+        }
+    }
+    for n in &r.notes {
+        outln!("note: {n}");
+    }
+    match r.outcome.record.status {
+        RunStatus::InfrastructureError | RunStatus::Running => return exit::INFRASTRUCTURE,
+        RunStatus::Interrupted => return exit::INTERRUPTED,
+        _ => {}
+    }
+    match &r.diff {
+        Some(d) => {
+            outln!("\nthen (the bundle) against now ({}):", r.outcome.dir.display());
+            out!("{}", d.text);
+            if d.agrees() && r.outcome.record.status == RunStatus::Passed {
+                exit::SUCCESS
+            } else {
+                exit::TEST_FAILURE
+            }
+        }
+        None => exit::TEST_FAILURE,
+    }
+}
+
+/// `vmrepro compare`.
+pub(super) fn compare(a: &Path, b: &Path) -> i32 {
+    use crate::publish::replay::{compare, open};
+    let (ra, rb) = match (open(a), open(b)) {
+        (Ok(x), Ok(y)) => (x, y),
+        (Err(e), _) | (_, Err(e)) => {
+            errln!("error: {e}");
+            return exit::CONFIG_ERROR;
+        }
+    };
+    outln!("A: {}\nB: {}", a.display(), b.display());
+    let (d, notes) = compare(&ra, &rb);
+    for n in &notes {
+        outln!("note: {n}");
+    }
+    out!("{}", d.text);
+    if d.agrees() {
+        exit::SUCCESS
+    } else {
+        exit::TEST_FAILURE
+    }
+}

@@ -1,0 +1,366 @@
+//! The project's `images/` folder as data ([`Catalog`]): the pinned Debian kernels and
+//! kernel sources (`kernels.yaml`), the rootfs recipes (`rootfs/<name>.yaml`), the
+//! server profiles' parameters (`profiles/<name>.yaml`, [`ProfileParams`]), and the
+//! safety checks on each (an images folder can travel with a bundle: it is untrusted).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::ImageError;
+
+/// One pinned Debian kernel package (an entry of `images/kernels.yaml`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PinnedKernel {
+    /// Kernel series named by suites, e.g. `"6.1"`.
+    pub series: String,
+    /// Debian flavour, e.g. `cloud-amd64`.
+    pub flavour: String,
+    /// Debian suite (distribution) whose index listed it, e.g. `bookworm`.
+    pub suite: String,
+    /// Binary package name.
+    pub package: String,
+    /// Package version.
+    pub version: String,
+    /// Path in the archive (`pool/…/*.deb`).
+    pub filename: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256 of the .deb, lowercase hex.
+    pub sha256: String,
+}
+
+/// One pinned Debian kernel source package (`sources:` in `images/kernels.yaml`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PinnedSource {
+    /// Kernel series, e.g. `"6.1"`.
+    pub series: String,
+    /// Debian suite whose index listed it.
+    pub suite: String,
+    /// Binary package name (`linux-source-<series>`).
+    pub package: String,
+    /// Package version.
+    pub version: String,
+    /// Path in the archive.
+    pub filename: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256, lowercase hex.
+    pub sha256: String,
+}
+
+/// `images/kernels.yaml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct KernelManifest {
+    /// The date of the last (re-)pinning, `YYYY-MM-DD`.
+    pub(crate) pinned_on: String,
+    pub(crate) kernels: Vec<PinnedKernel>,
+    #[serde(default)]
+    pub(crate) sources: Vec<PinnedSource>,
+}
+
+/// A rootfs recipe (`images/rootfs/<name>.yaml`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RootfsRecipe {
+    /// Debian distribution for mmdebstrap, e.g. `bookworm`.
+    pub distribution: String,
+    /// mmdebstrap `--variant`.
+    pub variant: String,
+    /// Further suites of the same archive added to the sources, e.g.
+    /// `bookworm-backports`; a package is taken from one with apt's `pkg/suite` form.
+    #[serde(default)]
+    pub extra_suites: Vec<String>,
+    /// Packages to include (`name`, or `name/suite` for a package from an extra suite).
+    pub packages: Vec<String>,
+    /// Overlay folder copied over the rootfs, relative to `images/rootfs/`.
+    pub overlay: PathBuf,
+    /// ext4 image size in MiB.
+    pub size_mib: u64,
+}
+
+/// The project's recipes, read from its `images/` folder.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    /// The `images/` folder.
+    pub dir: PathBuf,
+    /// Pinned Debian kernels.
+    pub kernels: Vec<PinnedKernel>,
+    /// Pinned Debian kernel source packages.
+    pub sources: Vec<PinnedSource>,
+    /// Rootfs recipes by name, with their text (hashed into cache keys).
+    pub rootfs: BTreeMap<String, (RootfsRecipe, String)>,
+    /// Guest profiles by name → script path.
+    pub profiles: BTreeMap<String, PathBuf>,
+    /// The parameters of the profiles that take some (`profiles/<name>.yaml`).
+    pub profile_params: BTreeMap<String, ProfileParams>,
+}
+
+/// A server profile's parameters with their defaults (`images/profiles/<name>.yaml`).
+/// The runner hands every one to the profile's script as an environment variable
+/// (`VMREPRO_EXPORTS`, `VMREPRO_NFS_VERSIONS`, `VMREPRO_NFSD_THREADS`,
+/// `VMREPRO_BLOCK_SIZE`, `VMREPRO_UDP`); the values in force are recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileParams {
+    /// What the profile sets up, in a sentence.
+    pub description: String,
+    /// NFS versions served by default, e.g. `["3", "4.0", "4.1", "4.2"]`.
+    pub nfs_versions: Vec<String>,
+    /// The versions a suite may ask for (default: any of 2, 3, 4, 4.0, 4.1, 4.2).
+    #[serde(default)]
+    pub nfs_versions_allowed: Option<Vec<String>>,
+    /// nfsd threads.
+    pub threads: u32,
+    /// `/proc/fs/nfsd/max_block_size`, bytes; `None`: the kernel's.
+    pub block_size: Option<u64>,
+    /// Serve UDP as well as TCP.
+    pub udp: bool,
+    /// exports(5) options of an export that gives none.
+    pub export_options: String,
+}
+
+/// mmdebstrap's `--variant`s.
+const MMDEBSTRAP_VARIANTS: &[&str] =
+    &["extract", "custom", "essential", "apt", "required", "minbase", "buildd", "important", "debootstrap", "standard"];
+
+/// Whether `s` is a Debian package or archive suite name: 2–64 characters of
+/// `[a-z0-9+.-]`, starting with a letter or digit (Debian Policy 5.6.1 for packages;
+/// suites such as `bookworm-backports` fit too). Nothing that passes can be read as a
+/// command-line option or carry a shell or list separator.
+pub fn is_debian_name(s: &str) -> bool {
+    let mut c = s.chars();
+    (2..=64).contains(&s.len())
+        && c.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && c.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+.-".contains(c))
+}
+
+impl RootfsRecipe {
+    /// What makes this recipe (from the images folder `images`) unsafe or impossible to
+    /// build, or `None`. An images folder can travel with a suite (the nearest `images/`
+    /// above it is used), so its fields reach mmdebstrap and the overlay copy only as
+    /// Debian names, a known variant, a size in range, and an overlay folder inside
+    /// `images/`.
+    pub fn problem(&self, images: &Path) -> Option<String> {
+        if !is_debian_name(&self.distribution) {
+            return Some(format!(
+                "distribution: {:?} is not a Debian distribution name (e.g. bookworm)",
+                self.distribution
+            ));
+        }
+        if !MMDEBSTRAP_VARIANTS.contains(&self.variant.as_str()) {
+            return Some(format!(
+                "variant: {:?} is not an mmdebstrap variant ({})",
+                self.variant,
+                MMDEBSTRAP_VARIANTS.join(", ")
+            ));
+        }
+        if let Some(s) = self.extra_suites.iter().find(|s| !is_debian_name(s)) {
+            return Some(format!("extra_suites: {s:?} is not a Debian suite name (e.g. bookworm-backports)"));
+        }
+        for p in &self.packages {
+            let (name, suite) = p.split_once('/').map_or((p.as_str(), None), |(n, s)| (n, Some(s)));
+            if !is_debian_name(name) {
+                return Some(format!("packages: {p:?} is not a Debian package name"));
+            }
+            if suite.is_some_and(|s| s != self.distribution && !self.extra_suites.iter().any(|x| x == s)) {
+                return Some(format!(
+                    "packages: {p:?} names a suite that is not the distribution or one of extra_suites"
+                ));
+            }
+        }
+        if !(64..=65536).contains(&self.size_mib) {
+            return Some(format!("size_mib: {} is out of range (64 to 65536)", self.size_mib));
+        }
+        let root = std::fs::canonicalize(images).ok()?;
+        let overlay = images.join("rootfs").join(&self.overlay);
+        match std::fs::canonicalize(&overlay) {
+            Ok(real) if real.starts_with(&root) && real.is_dir() => None,
+            Ok(real) => {
+                Some(format!("overlay: {} is not a folder inside the images folder {}", real.display(), root.display()))
+            }
+            Err(e) => Some(format!("overlay: {}: {e}", overlay.display())),
+        }
+    }
+}
+
+/// What is wrong with a pinned package's fields, or `None`: its archive path is
+/// fetched from the Debian mirror and its SHA-256 names a cache folder, so the path must
+/// be a `pool/…/*.deb` path without `..` and the SHA-256 64 lowercase hex digits.
+fn pin_problem(package: &str, suite: &str, filename: &str, size: u64, sha256: &str) -> Option<String> {
+    if !is_debian_name(package) {
+        return Some(format!("package: {package:?} is not a Debian package name"));
+    }
+    if !is_debian_name(suite) {
+        return Some(format!("suite: {suite:?} is not a Debian suite name"));
+    }
+    let path_ok = filename.starts_with("pool/")
+        && filename.ends_with(".deb")
+        && filename.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+        && filename.chars().all(|c| c.is_ascii_alphanumeric() || "._+~/-:".contains(c));
+    if !path_ok {
+        return Some(format!("filename: {filename:?} is not an archive path pool/…/<name>.deb"));
+    }
+    if size == 0 || size > 4 << 30 {
+        return Some(format!("size: {size} is out of range (1 byte to 4 GiB)"));
+    }
+    if sha256.len() != 64 || !sha256.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)) {
+        return Some(format!("sha256: {sha256:?} is not 64 lowercase hex digits"));
+    }
+    None
+}
+
+/// The default rootfs recipe name.
+pub const DEFAULT_ROOTFS: &str = "bookworm-nfs";
+/// The default Debian kernel flavour.
+pub const DEFAULT_FLAVOUR: &str = "cloud-amd64";
+
+impl Catalog {
+    /// Finds the `images/` folder: `explicit` if given, else `$VMREPRO_IMAGES`, else the
+    /// nearest `images/kernels.yaml` above `start`, else the one this binary was built
+    /// from.
+    pub fn locate(explicit: Option<&Path>, start: &Path) -> Result<PathBuf, ImageError> {
+        if let Some(p) = explicit {
+            return Ok(p.to_path_buf());
+        }
+        if let Some(p) = std::env::var_os("VMREPRO_IMAGES") {
+            return Ok(PathBuf::from(p));
+        }
+        let start_abs = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
+        for dir in start_abs.ancestors() {
+            let cand = dir.join("images");
+            if cand.join("kernels.yaml").is_file() {
+                return Ok(cand);
+            }
+        }
+        let builtin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images");
+        if builtin.join("kernels.yaml").is_file() {
+            return Ok(builtin);
+        }
+        Err(ImageError::NoImagesDir { start: start_abs, builtin })
+    }
+
+    /// Reads every recipe in `dir`.
+    pub fn load(dir: &Path) -> Result<Self, ImageError> {
+        let read = |p: &Path| std::fs::read_to_string(p).map_err(ImageError::io("reading recipe", p));
+        let recipe_err =
+            |p: &Path, e: serde_yaml::Error| ImageError::Recipe { path: p.to_path_buf(), message: e.to_string() };
+
+        let kpath = dir.join("kernels.yaml");
+        let manifest: KernelManifest = serde_yaml::from_str(&read(&kpath)?).map_err(|e| recipe_err(&kpath, e))?;
+
+        let mut rootfs = BTreeMap::new();
+        let rdir = dir.join("rootfs");
+        for entry in std::fs::read_dir(&rdir).map_err(ImageError::io("listing rootfs recipes", &rdir))? {
+            let p = entry.map_err(ImageError::io("listing rootfs recipes", &rdir))?.path();
+            if p.extension().is_some_and(|e| e == "yaml") {
+                let text = read(&p)?;
+                let recipe: RootfsRecipe = serde_yaml::from_str(&text).map_err(|e| recipe_err(&p, e))?;
+                let name = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+                rootfs.insert(name, (recipe, text));
+            }
+        }
+
+        let mut profiles = BTreeMap::new();
+        let mut profile_params = BTreeMap::new();
+        let pdir = dir.join("profiles");
+        if let Ok(rd) = std::fs::read_dir(&pdir) {
+            for entry in rd.flatten() {
+                let p = entry.path();
+                if p.extension().is_some_and(|e| e == "sh") {
+                    let name = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+                    let params = p.with_extension("yaml");
+                    if params.is_file() {
+                        let defaults: ProfileParams =
+                            serde_yaml::from_str(&read(&params)?).map_err(|e| recipe_err(&params, e))?;
+                        profile_params.insert(name.clone(), defaults);
+                    }
+                    profiles.insert(name, p);
+                }
+            }
+        }
+        for (name, (recipe, _)) in &rootfs {
+            if let Some(message) = recipe.problem(dir) {
+                return Err(ImageError::Recipe { path: rdir.join(format!("{name}.yaml")), message });
+            }
+        }
+        let pins = manifest.kernels.iter().map(|k| (&k.package, &k.suite, &k.filename, k.size, &k.sha256));
+        let sources = manifest.sources.iter().map(|k| (&k.package, &k.suite, &k.filename, k.size, &k.sha256));
+        for (i, (package, suite, filename, size, sha256)) in pins.chain(sources).enumerate() {
+            if let Some(message) = pin_problem(package, suite, filename, size, sha256) {
+                return Err(ImageError::Recipe { path: kpath.clone(), message: format!("entry {}: {message}", i + 1) });
+            }
+        }
+        Ok(Catalog {
+            dir: dir.to_path_buf(),
+            kernels: manifest.kernels,
+            sources: manifest.sources,
+            rootfs,
+            profiles,
+            profile_params,
+        })
+    }
+
+    /// The pinned kernel for `series` and `flavour`.
+    pub fn debian_kernel(&self, series: &str, flavour: &str) -> Option<&PinnedKernel> {
+        self.kernels.iter().find(|k| k.series == series && k.flavour == flavour)
+    }
+
+    /// The pinned kernel source package for `series`.
+    pub fn debian_source(&self, series: &str) -> Option<&PinnedSource> {
+        self.sources.iter().find(|k| k.series == series)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An images folder that travels with a suite can't smuggle options into
+    /// mmdebstrap, copy a host folder into the rootfs, or point the download or the
+    /// cache outside their places: the project's own folder loads, each planted field is
+    /// refused naming the file and the field.
+    #[test]
+    fn a_planted_images_folder_is_refused_field_by_field() {
+        let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images");
+        let tmp = tempfile::tempdir().unwrap();
+        let copy = tmp.path().join("images");
+        let status = std::process::Command::new("cp").arg("-r").arg(&project).arg(&copy).status().unwrap();
+        assert!(status.success());
+        Catalog::load(&copy).expect("the project's images folder loads");
+
+        let recipe = copy.join("rootfs/bookworm-nfs.yaml");
+        let original = std::fs::read_to_string(&recipe).unwrap();
+        for (from, to, field) in [
+            ("distribution: bookworm", "distribution: \"--customize-hook=touch /tmp/x\"", "distribution:"),
+            ("variant: minbase", "variant: \"--hook-dir=/tmp\"", "variant:"),
+            ("  - procps", "  - \"procps,--aptopt=x\"", "packages:"),
+            ("overlay: bookworm-nfs/overlay", "overlay: ../../../../root", "overlay:"),
+            ("size_mib: 1024", "size_mib: 99999999", "size_mib:"),
+        ] {
+            assert!(original.contains(from), "{from}");
+            std::fs::write(&recipe, original.replace(from, to)).unwrap();
+            let err = Catalog::load(&copy).expect_err(to).to_string();
+            assert!(err.contains("bookworm-nfs.yaml") && err.contains(field), "{to}: {err}");
+        }
+        std::fs::write(&recipe, &original).unwrap();
+
+        let pins = copy.join("kernels.yaml");
+        let original = std::fs::read_to_string(&pins).unwrap();
+        let sha = original.split("sha256: ").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+        let file = original.split("filename: ").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+        for (from, to, field) in [
+            (sha.clone(), "../../../etc".to_string(), "sha256:"),
+            (file.clone(), "pool/../../etc/passwd.deb".to_string(), "filename:"),
+            (file, "http://example.org/x.deb".to_string(), "filename:"),
+        ] {
+            std::fs::write(&pins, original.replacen(&from, &to, 1)).unwrap();
+            let err = Catalog::load(&copy).expect_err(&to).to_string();
+            assert!(err.contains("kernels.yaml") && err.contains(field), "{to}: {err}");
+        }
+    }
+}

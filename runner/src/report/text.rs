@@ -1,0 +1,193 @@
+//! The text printed at the end of `vmrepro run` and by `vmrepro analyse`: the run's
+//! summary and each measurement's table.
+
+use std::fmt::Write as _;
+
+use crate::analyse::Analysis;
+use crate::measure::analysis::{metric_value, MeasurementResult, Outcome, VmResult, OUTCOME_METRIC};
+use crate::plan::measurement::MeasurementPlan;
+use crate::run::{RunRecord, StepStatus};
+use crate::scenarios::nfs_read;
+
+/// The run's summary: status and phase timings, each VM's kernel and boot time, and
+/// every step that did not pass.
+pub fn summary(rec: &RunRecord) -> String {
+    let mut text = String::new();
+    let t = &rec.timings;
+    let _ = writeln!(
+        text,
+        "suite {}: {:?} in {:.1}s (images {:.1}s, boot {:.1}s, steps {:.1}s, teardown {:.1}s)",
+        rec.suite, rec.status, t.total_s, t.images_s, t.boot_s, t.steps_s, t.teardown_s
+    );
+    for v in &rec.vms {
+        let boot = v.boot_s.map_or("-".into(), |b| format!("{b:.1}s"));
+        let _ = writeln!(text, "  vm {:<14} {:<28} boot {boot}", v.name, v.kernel_release);
+        for s in v.steps.iter().filter(|s| s.status != StepStatus::Passed) {
+            let err = s.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
+            let _ = writeln!(text, "    step {} {:?}{err}", s.name, s.status);
+        }
+    }
+    text
+}
+
+/// Every measurement's table (the `nfs_read` preset's in its own layout), then the
+/// problems of the VMs' setup (a sysctl not in force, a file that arrived different).
+pub fn tables(a: &Analysis) -> String {
+    let mut text = String::new();
+    let vm_problems: Vec<String> =
+        a.results.vms.iter().flat_map(|v| v.problems.iter().map(move |p| format!("problem: {}: {p}", v.vm))).collect();
+    for (m, p) in a.results.measurements.iter().zip(&a.plan.measurements) {
+        let _ = writeln!(text);
+        match (&a.results.nfs_read, p.preset.as_deref()) {
+            (Some(nfs), Some(nfs_read::SCENARIO)) => text.push_str(&nfs_read::results::table(nfs, m)),
+            _ => text.push_str(&table(m, p)),
+        }
+    }
+    for p in vm_problems {
+        let _ = writeln!(text, "{p}");
+    }
+    text
+}
+
+/// The table of a measurement: per VM the median of the metric (and of the elapsed
+/// time and throughput when they are not the metric, and of the measurement's `table`
+/// columns), the ratio to the baseline, the verdict and `run`'s exit statuses; below it
+/// the derived metrics that moved.
+pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
+    if m.metric == OUTCOME_METRIC {
+        return outcome_table(m, p);
+    }
+    let mut t = String::new();
+    let better = match p.metric.better {
+        crate::schema::measure::Better::Lower => "lower",
+        crate::schema::measure::Better::Higher => "higher",
+    };
+    let _ = writeln!(t, "measurement {}: {} ({better} is better)", m.name, m.metric);
+    let show_elapsed = m.metric != "elapsed_s";
+    let show_mbs = p.bytes.is_some() && m.metric != "throughput_mb_s";
+    let mut head = format!("{:<42} {:>12}", "kernel (vm)", format!("median {}", short(&m.metric)));
+    if show_elapsed {
+        head.push_str(&format!(" {:>9}", "median s"));
+    }
+    if show_mbs {
+        head.push_str(&format!(" {:>7}", "MB/s"));
+    }
+    for c in &p.table {
+        head.push_str(&format!(" {:>w$}", c, w = c.len().max(8)));
+    }
+    head.push_str(&format!(" {:>6} {:<20} {}", "ratio", "verdict", "outcomes"));
+    let _ = writeln!(t, "{head}");
+    for v in &m.vms {
+        let verdict = if v.vm == m.baseline { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
+        let mut line = format!(
+            "{:<42} {:>12}",
+            format!("{} ({})", v.kernel_release, v.vm),
+            v.metric.as_ref().map_or("-".into(), |s| fmt_value(s.median))
+        );
+        if show_elapsed {
+            line.push_str(&format!(" {:>9}", v.elapsed_s.as_ref().map_or("-".into(), |s| format!("{:.2}", s.median))));
+        }
+        if show_mbs {
+            line.push_str(&format!(" {:>7}", v.median_mb_s.map_or("-".into(), nfs_read::results::fmt_mb_s)));
+        }
+        for c in &p.table {
+            let values: Vec<f64> =
+                v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(c, i)).collect();
+            let median = crate::measure::stats::summarize(&values).map_or("-".into(), |s| fmt_value(s.median));
+            line.push_str(&format!(" {:>w$}", median, w = c.len().max(8)));
+        }
+        let exits: Vec<String> = v.outcomes.iter().map(short_outcome).collect();
+        line.push_str(&format!(
+            " {:>6} {:<20} {}",
+            v.ratio_to_baseline.map_or("-".into(), |x| format!("{x:.2}")),
+            verdict,
+            exits.join(" ")
+        ));
+        let _ = writeln!(t, "{}", line.trim_end());
+    }
+    let n = m.vms.first().map_or(0, |v| v.iterations.len());
+    let _ = writeln!(
+        t,
+        "({n} iteration(s) per VM; counters are deltas over `run`, summed over iterations; MB = 10^6 bytes)"
+    );
+    for v in &m.vms {
+        let moved: Vec<String> =
+            v.totals.iter().filter_map(|(k, x)| x.filter(|x| *x != 0).map(|x| format!("{k} {x}"))).collect();
+        if !moved.is_empty() {
+            let _ = writeln!(t, "{}: {}", v.vm, moved.join(", "));
+        }
+        nfs_read::results::netem_line(&mut t, v);
+    }
+    outcome_lines(&mut t, m, p);
+    for pr in &m.problems {
+        let _ = writeln!(t, "problem: {pr}");
+    }
+    t
+}
+
+/// The table of a measurement that compares outcomes (`compare: outcome`).
+fn outcome_table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "measurement {}: outcome (how each iteration ended)", m.name);
+    let _ = writeln!(t, "{:<42} {:<20} outcomes", "kernel (vm)", "verdict");
+    for v in &m.vms {
+        let verdict = if v.vm == m.baseline { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
+        let outcomes: Vec<String> = v.outcomes.iter().map(short_outcome).collect();
+        let _ =
+            writeln!(t, "{:<42} {:<20} {}", format!("{} ({})", v.kernel_release, v.vm), verdict, outcomes.join(" "));
+    }
+    outcome_lines(&mut t, m, p);
+    for pr in &m.problems {
+        let _ = writeln!(t, "problem: {pr}");
+    }
+    t
+}
+
+/// The line that says how the VMs' outcomes differ, when they do.
+fn outcome_lines(t: &mut String, m: &MeasurementResult, p: &MeasurementPlan) {
+    let mut words: Vec<String> = m.vms.iter().map(VmResult::outcome_words).collect();
+    words.dedup();
+    if words.len() > 1 {
+        let command = p.vms.first().map_or("", |v| v.commands.run.split_whitespace().next().unwrap_or(""));
+        let per_vm: Vec<String> = m
+            .vms
+            .iter()
+            .map(|v| {
+                let base = if v.vm == m.baseline { ", baseline" } else { "" };
+                format!("{} on {} ({}{base})", v.outcome_words(), v.kernel_release, v.vm)
+            })
+            .collect();
+        let _ = writeln!(t, "outcomes differ: `{command}` {}", per_vm.join("; "));
+    }
+}
+
+/// An outcome in the table's column: the exit status, `sig9`, `setup:32`, `timeout`,
+/// `crash`, `-` (not run).
+fn short_outcome(o: &Outcome) -> String {
+    match o {
+        Outcome::Exited { status } => status.to_string(),
+        Outcome::Signalled { signal } => format!("sig{signal}"),
+        Outcome::SetupFailed { status } => format!("setup:{}", status.map_or("?".into(), |s| s.to_string())),
+        Outcome::TimedOut => "timeout".into(),
+        Outcome::Crashed => "crash".into(),
+        Outcome::NotRun => "-".into(),
+    }
+}
+
+/// A column title for a metric: `s` for seconds, `MB/s`, else the name.
+fn short(metric: &str) -> &str {
+    match metric {
+        "elapsed_s" | "user_s" | "system_s" => "s",
+        "throughput_mb_s" => "MB/s",
+        other => other,
+    }
+}
+
+/// Whole numbers as they are, other values with two decimals.
+fn fmt_value(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}

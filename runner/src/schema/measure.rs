@@ -1,0 +1,197 @@
+//! The `measure:` block of a suite: the user-facing YAML of one measurement.
+//!
+//! ```yaml
+//! measure:
+//!   - name: nfs-write                       # [a-z][a-z0-9-]*; steps are <name>-<N>
+//!     on: [client-5-10, client-6-1]         # the VMs measured, one per kernel/setting
+//!     baseline: client-5-10                 # default: the first
+//!     after: [server/profile-nfs-server-2.4.19]   # vm, vm/step, or another measurement
+//!     repeat: 3                             # measured iterations per VM (default 1)
+//!     warmup: 0                             # unmeasured iterations first (default 0)
+//!     concurrent: false                     # true: all VMs at once
+//!     setup: mount -t nfs 10.0.0.1:/srv/export /mnt/nfs
+//!     run: dd if=/dev/zero of=/mnt/nfs/f bs=1M count=100 conv=fsync   # timed (GNU time)
+//!     teardown: rm -f /mnt/nfs/f; umount /mnt/nfs
+//!     expect_exit: 0                        # of `run` (default 0)
+//!     timeout: 10m                          # per iteration (default: the suite's step_timeout)
+//!     observe: [netstat, nfsstat, {mountstats: {mount: /mnt/nfs, ops: [WRITE, COMMIT]}}, {netem: server}]
+//!     record: [{name: size, run: "stat -c %s /mnt/nfs/f", when: after}]
+//!     bytes: 104857600                      # bytes `run` moves: gives throughput_mb_s
+//!     compare: elapsed_s                    # the verdict's metric (default elapsed_s)
+//!     better: lower                         # lower | higher (default: lower; higher for throughput)
+//!     checks: [{section: size, equals: 104857600}]
+//!     table: [mountstats.COMMIT.ops]         # extra columns: medians of metrics/counters
+//!     snapshot: {verdict: direction, outcome: true, signs: [rpc_retransmissions], sections: [size]}
+//! ```
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::schema::SnapshotVerdicts;
+
+/// One measurement.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MeasureSpec {
+    /// Name: `[a-z][a-z0-9-]*`, unique among the suite's measurements and VM names.
+    pub name: String,
+    /// The VMs measured.
+    pub on: Vec<String>,
+    /// The VM every other one is compared with (default: the first of `on`).
+    #[serde(default)]
+    pub baseline: Option<String>,
+    /// What every iteration waits for: `vm` (its guest agent), `vm/step`, or the name
+    /// of another measurement (all its iterations).
+    #[serde(default)]
+    pub after: Vec<String>,
+    /// Measured iterations per VM (default 1).
+    #[serde(default)]
+    pub repeat: Option<u32>,
+    /// Unmeasured iterations per VM before the measured ones (default 0).
+    #[serde(default)]
+    pub warmup: Option<u32>,
+    /// All VMs at once instead of one after another (default false).
+    #[serde(default)]
+    pub concurrent: Option<bool>,
+    /// Shell command run before each iteration.
+    #[serde(default)]
+    pub setup: Option<String>,
+    /// The timed shell command.
+    pub run: String,
+    /// Shell command run after each iteration.
+    #[serde(default)]
+    pub teardown: Option<String>,
+    /// Expected exit status of `run` (default 0).
+    #[serde(default)]
+    pub expect_exit: Option<i32>,
+    /// Limit of one iteration (default: the suite's `step_timeout`).
+    #[serde(default, with = "humantime_serde")]
+    pub timeout: Option<Duration>,
+    /// Observers read before and after every iteration (`netstat`, `{netem: vm}`, …).
+    #[serde(default, with = "serde_yaml::with::singleton_map_recursive")]
+    pub observe: Vec<ObserverSpec>,
+    /// Named commands whose output is kept with every iteration.
+    #[serde(default)]
+    pub record: Vec<RecordSpec>,
+    /// Bytes `run` moves (gives the metric `throughput_mb_s`, MB = 10^6 bytes).
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    /// The metric the verdict uses (default `elapsed_s`), or `outcome`: compare how the
+    /// iterations ended (exit status, timeout, crash) instead of a number.
+    #[serde(default)]
+    pub compare: Option<String>,
+    /// Which direction of `compare` is better.
+    #[serde(default)]
+    pub better: Option<Better>,
+    /// Checks on every measured iteration's output.
+    #[serde(default)]
+    pub checks: Vec<CheckSpec>,
+    /// Extra table columns: metrics or counters shown per VM as their median over the
+    /// iterations (e.g. `[mountstats.COMMIT.ops, nfs.client.v3.write]`).
+    #[serde(default)]
+    pub table: Vec<String>,
+    /// What the suite's snapshot keeps of this measurement.
+    #[serde(default)]
+    pub snapshot: Option<MeasureSnapshotSpec>,
+}
+
+/// One observer in `observe:`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ObserverSpec {
+    /// `netstat -s`.
+    Netstat,
+    /// `nfsstat`.
+    Nfsstat,
+    /// `/proc/self/mountstats` of one NFS mount.
+    Mountstats(MountstatsSpec),
+    /// Raw `/proc/net/snmp` and `/proc/net/netstat` (the same counters as `netstat`).
+    ProcNet,
+    /// Raw `/proc/net/rpc/nfs` (the same client counters as `nfsstat`).
+    ProcRpcNfs,
+    /// The netem statistics of another VM (`{netem: server}`).
+    Netem(String),
+}
+
+/// `mountstats:` parameters.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MountstatsSpec {
+    /// The NFS mount point.
+    pub mount: String,
+    /// Operations to keep (default: all), e.g. `[READ]`, `[WRITE, COMMIT]`.
+    #[serde(default)]
+    pub ops: Vec<String>,
+}
+
+/// One entry of `record:`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RecordSpec {
+    /// Section name: `[a-z][a-z0-9-]*`, not a built-in section.
+    pub name: String,
+    /// Shell command.
+    pub run: String,
+    /// `before` (after setup) or `after` (after `run`; default).
+    #[serde(default)]
+    pub when: Option<When>,
+}
+
+/// Which direction of a metric is better.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Better {
+    /// Smaller values are better (times, error counters).
+    Lower,
+    /// Larger values are better (throughput).
+    Higher,
+}
+
+/// One entry of `checks:`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSpec {
+    /// The section checked: `stdout`, `stderr`, or a record's name.
+    pub section: String,
+    /// The section's text, trimmed, must equal this (a string or a number).
+    #[serde(default)]
+    pub equals: Option<serde_yaml::Value>,
+    /// The section's text must contain this.
+    #[serde(default)]
+    pub contains: Option<String>,
+}
+
+/// `snapshot:` of a measurement.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MeasureSnapshotSpec {
+    /// How much of each verdict to keep (default `ratio_class`).
+    #[serde(default)]
+    pub verdict: Option<SnapshotVerdicts>,
+    /// Per-VM overrides of `verdict`, e.g. `{control: none}` for a control VM whose
+    /// ratio to the baseline is not the point of the suite and not steady from run to
+    /// run. Keys are measured VMs other than the baseline.
+    #[serde(default)]
+    pub verdict_by_vm: std::collections::BTreeMap<String, SnapshotVerdicts>,
+    /// Keep how each iteration ended (`exit 0`, `timed out`, …; default true).
+    #[serde(default)]
+    pub outcome: Option<bool>,
+    /// Metrics or counters kept as `0` or `> 0` (summed over the measured iterations).
+    #[serde(default)]
+    pub signs: Vec<String>,
+    /// Sections kept verbatim (trimmed, from the first measured iteration).
+    #[serde(default)]
+    pub sections: Vec<String>,
+}
+
+/// When a record's command runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum When {
+    /// After `setup`, before the observers and `run`.
+    Before,
+    /// After `run` and the observers.
+    #[default]
+    After,
+}

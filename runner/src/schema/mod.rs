@@ -1,0 +1,404 @@
+//! Suite specification: the raw, user-facing YAML types.
+//!
+//! This module owns the first stage of the pipeline (**schema** → validate → plan → …).
+//! Every struct rejects unknown keys (`deny_unknown_fields`), so a misspelt key is an
+//! error with its line and column, never silently ignored. Cross-field rules (unique
+//! names, addresses inside the subnet, references between VMs) live in
+//! [`crate::suite::validate`]; loading, size/encoding checks and error rendering live in
+//! [`load`].
+
+pub mod load;
+pub mod locate;
+pub mod measure;
+pub mod nfs_read;
+pub mod scan;
+pub mod text;
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+/// The tests' front door (the runner loads through [`crate::suite::load`]).
+#[cfg_attr(vmrepro_dead_code, allow(unused_imports))]
+pub use load::load_suite;
+pub use load::{load_suite_with, LoadOptions, SpecError, SuiteFile};
+pub use measure::MeasureSpec;
+pub use nfs_read::NfsReadSpec;
+
+/// A whole suite file (`suites/*.yaml`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteSpec {
+    /// Suite name; used in result paths and snapshot names. `[a-z0-9-]+`.
+    pub name: String,
+    /// Free text shown in reports.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The one virtual bridge all VMs of this suite share.
+    pub network: NetworkSpec,
+    /// Defaults applied to every VM unless the VM overrides them.
+    #[serde(default)]
+    pub defaults: VmDefaults,
+    /// The guests. At least one.
+    pub vms: Vec<VmSpec>,
+    /// Optional built-in scenario: the NFS file-read measurement of the report.
+    #[serde(default)]
+    pub nfs_read: Option<NfsReadSpec>,
+    /// Measurements: any command timed on several VMs (see [`crate::schema::measure`]).
+    #[serde(default)]
+    pub measure: Vec<MeasureSpec>,
+}
+
+impl SuiteSpec {
+    /// Whether VM `vm` has a seeded netem on its egress.
+    pub fn seeded_netem(&self, vm: &str) -> bool {
+        self.vms
+            .iter()
+            .find(|v| v.name == vm)
+            .and_then(|v| v.net.as_ref()?.egress.as_ref())
+            .is_some_and(|e| e.seed.is_some())
+    }
+}
+
+/// The suite's private bridge.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// IPv4 subnet of the bridge, e.g. `10.77.0.0/24`. It only exists inside the run's
+    /// private network namespace.
+    pub subnet: Ipv4Net,
+    /// MTU of the bridge, taps and guest NICs, in bytes (default 1500).
+    #[serde(default)]
+    pub mtu: Option<u32>,
+}
+
+/// Per-VM settings that may be given once for the whole suite.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VmDefaults {
+    /// Guest memory in MiB (default 512).
+    #[serde(default)]
+    pub memory: Option<u64>,
+    /// Virtual CPUs (default 1).
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// `auto` (default), `kvm` or `tcg`.
+    #[serde(default)]
+    pub accel: Option<Accel>,
+    /// How long the guest may take from QEMU start until its guest agent answers
+    /// (default 180s). Humantime syntax: `90s`, `3m`.
+    #[serde(default, with = "humantime_serde")]
+    pub boot_timeout: Option<Duration>,
+    /// Default limit for each step (default 300s).
+    #[serde(default, with = "humantime_serde")]
+    pub step_timeout: Option<Duration>,
+    /// Root filesystem recipe name under `images/rootfs/` (default `bookworm-nfs`).
+    #[serde(default)]
+    pub rootfs: Option<String>,
+    /// Extra Debian packages in every VM's rootfs (added to each VM's own `packages`).
+    #[serde(default)]
+    pub packages: Vec<String>,
+}
+
+/// Hardware acceleration for QEMU.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Accel {
+    /// KVM where it really runs a guest (probed), TCG otherwise.
+    Auto,
+    /// KVM or fail.
+    Kvm,
+    /// Software emulation.
+    Tcg,
+}
+
+/// One guest.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VmSpec {
+    /// VM name: `[a-z][a-z0-9-]*`, unique in the suite; also the guest's host name.
+    pub name: String,
+    /// The kernel to boot.
+    pub kernel: KernelSpec,
+    /// Static IPv4 address on the suite's bridge; must be inside `network.subnet`.
+    pub address: Ipv4Addr,
+    /// Guest memory in MiB.
+    #[serde(default)]
+    pub memory: Option<u64>,
+    /// Virtual CPUs.
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// Acceleration override.
+    #[serde(default)]
+    pub accel: Option<Accel>,
+    /// Boot timeout override.
+    #[serde(default, with = "humantime_serde")]
+    pub boot_timeout: Option<Duration>,
+    /// Rootfs recipe override.
+    #[serde(default)]
+    pub rootfs: Option<String>,
+    /// Extra kernel command line arguments.
+    #[serde(default)]
+    pub cmdline: Option<String>,
+    /// A named guest profile under `images/profiles/<name>.sh`, run first once the
+    /// guest agent answers: `nfs-server-2.4.19`, or with parameters
+    /// `{name: nfs-server-modern, exports: [{path: /srv/export}], nfs_versions: ["3", "4.2"]}`.
+    #[serde(default)]
+    pub profile: Option<ProfileSpec>,
+    /// Network conditions of this guest's NIC, applied inside the guest before any step.
+    #[serde(default)]
+    pub net: Option<VmNetSpec>,
+    /// Extra Debian packages in this VM's rootfs (`fio`, `iperf3`, `gcc`, …; `name/suite`
+    /// for one from another suite of the recipe, e.g. `fio/bookworm-backports`). The
+    /// recipe with these packages is its own cache entry; the versions installed are
+    /// recorded (`environment.json`).
+    #[serde(default)]
+    pub packages: Vec<String>,
+    /// Kernel parameters (`sysctl -w`) applied before any step, e.g.
+    /// `{net.ipv4.ipfrag_time: 5}`; the values in force are printed back and recorded.
+    #[serde(default)]
+    pub sysctl: std::collections::BTreeMap<String, serde_yaml::Value>,
+    /// Files copied from the suite's folder into the guest (through the guest agent)
+    /// before any step.
+    #[serde(default)]
+    pub files: Vec<FileSpec>,
+    /// Environment variables of every command run in this guest (steps, measurements),
+    /// e.g. `{MOUNT_OPTIONS: "vers=4.2"}`: a measurement's commands read `$MOUNT_OPTIONS`.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Variants: this VM is expanded into one VM per combination of the axes' values
+    /// (their product, first axis slowest), named `<name>-<label>[-<label>…]` and given
+    /// the addresses after `address`. Axes: `kernel`, `cmdline`, `memory`, `cpus`,
+    /// `sysctl.<name>`, `net.egress.<field>`, `net.offloads`, `env.<NAME>`,
+    /// `nfs_read.mount_options`, `nfs_read.read_ahead_kb`. Values are a list (labels
+    /// derived from them) or a map `label: value`. See `crate::suite::variants`.
+    #[serde(default)]
+    pub variants: serde_yaml::Mapping,
+    /// Commands to run in this guest, in order.
+    #[serde(default)]
+    pub steps: Vec<StepSpec>,
+}
+
+/// What of a verdict a suite's snapshot keeps (`nfs_read.snapshot_verdicts`,
+/// `measure[].snapshot.verdict`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotVerdicts {
+    /// `slower: median ratio in 2x–10x` (see `snapshot::verdict_words`).
+    #[default]
+    RatioClass,
+    /// `slower`, `faster` or `same`.
+    Direction,
+    /// Nothing.
+    None,
+}
+
+/// Network conditions of one guest, applied with `tc` and `ethtool` on its `eth0`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VmNetSpec {
+    /// `netem` on the guest's egress (packets *leaving* this VM), as the root qdisc.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<NetemSpec>,
+    /// `false` turns TSO, GSO and GRO off on `eth0` (ethtool) and sets the device's
+    /// `gso_max_segs` to 1 (`ip link`; Linux >= 4.17 builds TCP super-packets even with
+    /// GSO off). With them on, netem drops whole TCP super-packets but single UDP
+    /// fragments, so "1 % loss" means different things for TCP and UDP. Default: the
+    /// kernel's defaults (on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offloads: Option<bool>,
+}
+
+/// `tc qdisc … netem` parameters (see tc-netem(8)).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NetemSpec {
+    /// Random loss, percent, e.g. `"1%"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<String>,
+    /// Delay, e.g. `"5ms"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<String>,
+    /// Jitter added to `delay`, e.g. `"1ms"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<String>,
+    /// Rate limit, e.g. `"100mbit"` (netem's `rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
+    /// Reordering, percent (needs `delay`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder: Option<String>,
+    /// Duplication, percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate: Option<String>,
+    /// Queue limit, packets (netem's default is 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Seed of netem's pseudo-random generator (`tc … netem … seed N`, Linux >= 6.6 and
+    /// iproute2 >= 6.6; older kernels ignore it, which the runner detects and reports).
+    /// With a seed, netem sees only IPv4 packets (ARP and IPv6 bypass it, so background
+    /// traffic neither gets lost nor shifts the sequence), and it is reseeded before
+    /// every iteration of a sequential measurement that observes it (`nfs_read` reads
+    /// always do; a `measure:` entry with `observe: [{netem: <this VM>}]`), so the n-th
+    /// packet of each iteration meets the same drop decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Apply only to packets addressed to these VMs (a `prio` qdisc with `u32` filters
+    /// on the destination address; every IP fragment carries it). Default: all packets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub to: Vec<String>,
+}
+
+/// Which kernel a VM boots. Exactly one of `debian`, `path` or `source` must be given.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KernelSpec {
+    /// A Debian kernel series pinned in `images/kernels.yaml`, e.g. `"5.10"`, `"6.1"`,
+    /// `"6.12"`.
+    #[serde(default)]
+    pub debian: Option<String>,
+    /// Debian kernel flavour (default `cloud-amd64`).
+    #[serde(default)]
+    pub flavour: Option<String>,
+    /// A local `bzImage`/`vmlinuz`, relative to the suite file's folder.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// With `path`: the kernel's modules directory (`…/lib/modules/<release>`).
+    #[serde(default)]
+    pub modules: Option<PathBuf>,
+    /// Build the kernel from a Debian source package.
+    #[serde(default)]
+    pub source: Option<SourceKernelSpec>,
+}
+
+/// A kernel built from source: `linux-source-<debian>` + `defconfig` +
+/// `kvm_guest.config` + `fragments`, with `patches` applied. Everything the guest needs
+/// must be built in (a source-built kernel gets no modules disk).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SourceKernelSpec {
+    /// Kernel series of a `linux-source-<series>` package pinned in
+    /// `images/kernels.yaml` (`sources:`), e.g. `"6.1"`.
+    pub debian: String,
+    /// Config fragment files, relative to the suite file's folder.
+    #[serde(default)]
+    pub fragments: Vec<PathBuf>,
+    /// Patch files (`patch -p1`), relative to the suite file's folder.
+    #[serde(default)]
+    pub patches: Vec<PathBuf>,
+}
+
+/// One command run in a guest through the guest agent.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StepSpec {
+    /// Step name, unique within its VM: `[a-z0-9][a-z0-9_-]*`.
+    pub name: String,
+    /// A shell command run in the guest with `/bin/sh -c` (never on the host).
+    pub run: String,
+    /// Steps or VMs this step waits for: `vm` (that VM's guest agent answers) or
+    /// `vm/step` (that step finished with its expected exit status).
+    #[serde(default)]
+    pub after: Vec<String>,
+    /// Limit for this step (default: the suite's `step_timeout`).
+    #[serde(default, with = "humantime_serde")]
+    pub timeout: Option<Duration>,
+    /// Expected exit status (default 0). A different status fails the suite.
+    #[serde(default)]
+    pub expect_exit: Option<i32>,
+    /// Put this step's stdout (trimmed) into the suite's snapshot; only for output
+    /// that is stable from run to run (e.g. `uname -r`).
+    #[serde(default)]
+    pub snapshot: bool,
+}
+
+/// A VM's `profile:`: a name (`profile: nfs-server-2.4.19`), or a name with parameters.
+/// Every parameter left out takes the profile's default from
+/// `images/profiles/<name>.yaml`; the values in force are recorded with the results.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ProfileSpec {
+    /// The profile (`images/profiles/<name>.sh`).
+    pub name: String,
+    /// NFS exports (`/etc/exports` lines). A server profile needs one: from here, or
+    /// `nfs_read.export` when the VM is `nfs_read.server`.
+    pub exports: Option<Vec<ExportSpec>>,
+    /// NFS versions the server serves, e.g. `["3", "4.2"]`.
+    pub nfs_versions: Option<Vec<String>>,
+    /// nfsd threads.
+    pub threads: Option<u32>,
+    /// `/proc/fs/nfsd/max_block_size`, bytes (the largest rsize/wsize clients get).
+    pub block_size: Option<u64>,
+    /// Serve NFS over UDP as well as TCP.
+    pub udp: Option<bool>,
+}
+
+/// The map form of [`ProfileSpec`] (what `deny_unknown_fields` checks).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileMap {
+    name: String,
+    #[serde(default)]
+    exports: Option<Vec<ExportSpec>>,
+    #[serde(default)]
+    nfs_versions: Option<Vec<String>>,
+    #[serde(default)]
+    threads: Option<u32>,
+    #[serde(default)]
+    block_size: Option<u64>,
+    #[serde(default)]
+    udp: Option<bool>,
+}
+
+impl<'de> Deserialize<'de> for ProfileSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ProfileSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a profile name, or a map with `name` and the profile's parameters")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ProfileSpec, E> {
+                Ok(ProfileSpec { name: v.to_string(), ..ProfileSpec::default() })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ProfileSpec, A::Error> {
+                let m = ProfileMap::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(ProfileSpec {
+                    name: m.name,
+                    exports: m.exports,
+                    nfs_versions: m.nfs_versions,
+                    threads: m.threads,
+                    block_size: m.block_size,
+                    udp: m.udp,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One NFS export of a server profile.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExportSpec {
+    /// The exported directory (absolute; created if missing).
+    pub path: String,
+    /// exports(5) options for every client (default: the profile's `export_options`).
+    #[serde(default)]
+    pub options: Option<String>,
+}
+
+/// A file copied into a guest (`files:`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FileSpec {
+    /// The file on the host, relative to the suite's folder (at most 1 MiB).
+    pub src: PathBuf,
+    /// Where it goes in the guest (absolute; its folder is created).
+    pub dest: String,
+    /// Its permission bits in octal, e.g. `"0755"` (default `"0644"`).
+    #[serde(default)]
+    pub mode: Option<String>,
+}
