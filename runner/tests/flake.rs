@@ -6,6 +6,9 @@
 //! package with the URL and SHA-256 of `images/kernels.yaml`. Nothing is built.
 //!
 //! Skips (printing why) when `nix-instantiate` is not installed (Debian: `nix-bin`).
+//! Both calls use `--readonly-mode`: nothing is written to the Nix store, and the store's
+//! SQLite database is never opened, so two evaluations at once (this file's tests run in
+//! parallel, and so may other checkouts' `cargo fast`) can't fail with "database is busy".
 //! `nix/pinned-kernels.json` must match `images/kernels.yaml` (checked without Nix;
 //! `UPDATE_NIX_PINS=1 cargo test --test flake` rewrites it).
 
@@ -67,7 +70,11 @@ fn flake_parses() {
         return;
     }
     let root = support::repo_root();
-    let out = Command::new("nix-instantiate").arg("--parse").arg(root.join("flake.nix")).output().unwrap();
+    let out = Command::new("nix-instantiate")
+        .args(["--readonly-mode", "--parse"])
+        .arg(root.join("flake.nix"))
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -78,7 +85,7 @@ fn flake_outputs_have_the_expected_structure() {
     }
     let root = support::repo_root();
     let out = Command::new("nix-instantiate")
-        .args(["--eval", "--strict", "--json"])
+        .args(["--readonly-mode", "--eval", "--strict", "--json"])
         .arg(root.join("nix/test/structure.nix"))
         .output()
         .unwrap();
