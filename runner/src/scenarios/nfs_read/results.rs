@@ -121,8 +121,8 @@ pub fn analyse(
             let layout = [
                 Section::Uname,
                 Section::Time,
-                Section::After(ObserverKind::Netstat),
-                Section::After(ObserverKind::Nfsstat),
+                Section::After(ObserverKind::named("netstat")),
+                Section::After(ObserverKind::named("nfsstat")),
             ];
             std::fs::write(&path, layout.iter().map(|x| s.text(*x)).collect::<String>())
                 .map_err(PathIo::on("writing", &path))?;
