@@ -18,6 +18,7 @@
 //! | `/proc/self/mountstats` (RPC iostats 1.0/1.1, Linux 2.6.17 on) | [`mountstats`] | [`Mountstats`](mountstats::Mountstats) |
 //! | raw `/proc/net/snmp` + `/proc/net/netstat` (Linux 2.4 on) | [`procnet`] | [`ProcNetSnmp`](procnet::ProcNetSnmp) |
 //! | raw `/proc/net/rpc/nfs` (NFS client RPC counts, Linux 2.6.0 to 6.x) | [`procrpcnfs`] | [`ProcRpcNfs`](procrpcnfs::ProcRpcNfs) |
+//! | `/proc/net/sctp/snmp` (SCTP counters, Linux 2.6.x to 6.x) | [`sctpsnmp`] | [`SctpSnmp`](sctpsnmp::SctpSnmp) |
 //!
 //! Common rules for all parsers:
 //!
@@ -54,6 +55,7 @@
 //! | `mountstats` | `cat /proc/self/mountstats` (RPC iostats 1.0/1.1, Linux ≥ 2.6.17) | `mountstats.<OP>.<field>` (`mountstats.READ.transmissions`) | one mount's per-op RPC statistics |
 //! | `proc_net` | `cat /proc/net/snmp /proc/net/netstat` (raw, what `nstat` reads) | the same as `netstat` | the same files |
 //! | `proc_rpc_nfs` | `cat /proc/net/rpc/nfs` (raw client counts) | the client half of `nfsstat`'s | the same file |
+//! | `proc_sctp` | `cat /proc/net/sctp/snmp` (Linux 2.6.x to 6.x, `sctp` module loaded) | `sctp.<Name>` (`sctp.SctpT3Retransmits`) | [`sctpsnmp`] |
 
 pub mod gnutime;
 pub mod mountstats;
@@ -63,6 +65,7 @@ pub mod observe;
 pub mod procmounts;
 pub mod procnet;
 pub mod procrpcnfs;
+pub mod sctpsnmp;
 pub mod tc;
 
 pub use netstat::NetstatS;
@@ -120,6 +123,15 @@ pub const OBSERVERS: &[ObserverDef] = &[
         counter_name: observe::nfs_counter,
         derived: observe::NFSSTAT_DERIVED,
     },
+    ObserverDef {
+        name: "proc_sctp",
+        command: "cat /proc/net/sctp/snmp",
+        settings: Settings::None,
+        read: sctpsnmp::observe,
+        namespace: "sctp",
+        counter_name: sctpsnmp::counter_name,
+        derived: sctpsnmp::DERIVED,
+    },
 ];
 
 use serde::{Deserialize, Serialize};
@@ -141,6 +153,8 @@ pub enum Tool {
     ProcNet,
     /// Raw `/proc/net/rpc/nfs`, see [`procrpcnfs`].
     ProcRpcNfs,
+    /// `/proc/net/sctp/snmp`, see [`sctpsnmp`].
+    ProcSctp,
 }
 
 impl fmt::Display for Tool {
@@ -152,6 +166,7 @@ impl fmt::Display for Tool {
             Tool::Mountstats => "/proc/self/mountstats",
             Tool::ProcNet => "/proc/net/snmp or /proc/net/netstat",
             Tool::ProcRpcNfs => "/proc/net/rpc/nfs",
+            Tool::ProcSctp => "/proc/net/sctp/snmp",
         })
     }
 }
