@@ -272,3 +272,25 @@ pub struct Commands {
     /// Run after each iteration (e.g. unmount).
     pub teardown: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observers_keep_the_json_shape_of_older_plans() {
+        let old = r#"["netstat","proc_rpc_nfs",{"mountstats":{"mount":"/mnt/nfs","ops":["READ"]}}]"#;
+        let observers: Vec<Observer> = serde_json::from_str(old).unwrap();
+        assert_eq!(observers[0], Observer::new(ObserverKind::named("netstat")));
+        assert_eq!(
+            observers[2],
+            Observer::scoped(
+                ObserverKind::named("mountstats"),
+                Scope { mount: "/mnt/nfs".into(), ops: vec!["READ".into()] }
+            )
+        );
+        assert_eq!(serde_json::to_string(&observers).unwrap(), old);
+        let unknown = serde_json::from_str::<Observer>(r#""iostat""#).unwrap_err().to_string();
+        assert!(unknown.contains("unknown variant `iostat`, expected one of `netstat`"), "{unknown}");
+    }
+}

@@ -259,3 +259,31 @@ pub enum When {
     #[default]
     After,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize, Serialize)]
+    struct Observe {
+        #[serde(with = "serde_yaml::with::singleton_map_recursive")]
+        observe: Vec<ObserverSpec>,
+    }
+
+    #[test]
+    fn observe_reads_and_writes_the_table_names_netem_and_settings() {
+        let yaml = "observe:\n- netstat\n- proc_net\n- mountstats:\n    mount: /mnt/nfs\n    ops:\n    - READ\n- netem: server\n";
+        let o: Observe = serde_yaml::from_str(yaml).unwrap();
+        assert_eq!(o.observe[1], ObserverSpec::Local(ObserverKind::named("proc_net"), None));
+        assert_eq!(o.observe[3], ObserverSpec::Netem("server".into()));
+        assert_eq!(serde_yaml::to_string(&o).unwrap(), yaml);
+        let bare = serde_yaml::from_str::<Observe>("observe: [mountstats]").unwrap_err().to_string();
+        assert!(bare.contains("expected newtype variant"), "{bare}");
+        assert!(
+            observer_hint().starts_with("an observer: netstat, nfsstat, proc_net, proc_rpc_nfs"),
+            "{}",
+            observer_hint()
+        );
+        assert!(observer_hint().ends_with("{mountstats: {mount: …}} or {netem: VM}"));
+    }
+}
