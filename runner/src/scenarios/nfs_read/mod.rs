@@ -18,6 +18,7 @@
 //! [`results`] adds what only this scenario knows: the server's profile, each client's
 //! negotiated mount, the report-layout text files, the table and the snapshot view.
 
+pub mod report;
 pub mod results;
 
 use std::time::Duration;
