@@ -281,7 +281,7 @@ fn measurement_scenarios() {
     assert!(dirs.len() >= 2);
     let mut items = Vec::new();
     let mut by_name = std::collections::BTreeMap::new();
-    let derived = derived_metrics([ObserverKind::Netstat, ObserverKind::Nfsstat]);
+    let derived = derived_metrics([ObserverKind::named("netstat"), ObserverKind::named("nfsstat")]);
     for dir in dirs {
         let time = gnutime::parse(&read(&dir.join("time.txt"))).unwrap();
         let (before, after) = (observation(&dir, "before"), observation(&dir, "after"));

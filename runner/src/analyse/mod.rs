@@ -8,6 +8,7 @@
 //! report-layout files. `vmrepro run` calls it at the end of a run; `vmrepro analyse
 //! RUN_DIR` calls it again on any finished run, with no VM.
 
+mod preset;
 pub mod results;
 pub mod run_dir;
 pub mod vm_facts;

@@ -7,7 +7,8 @@
 //! - [`script`]: the guest script of one iteration and its sections;
 //! - [`expand`]: a compiled measurement ([`crate::plan::measurement`]) → its steps;
 //! - [`analysis`]: a saved run folder → per-iteration numbers, summaries, verdicts;
-//! - [`stats`]: counter deltas, summaries and the verdict rule.
+//! - [`stats`]: counter deltas, summaries and the verdict rule;
+//! - [`format`](mod@format): text of results shared by the tables.
 //!
 //! The `measure:` YAML block is [`crate::schema::measure`]; compiling it is
 //! [`crate::suite::compile`](mod@crate::suite::compile). Built-in scenarios ([`crate::scenarios`]) are presets:
@@ -16,6 +17,7 @@
 
 pub mod analysis;
 pub mod expand;
+pub mod format;
 pub mod observer;
 pub mod script;
 pub mod stats;

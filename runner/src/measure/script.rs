@@ -180,7 +180,11 @@ mod tests {
             Record { name: "mount".into(), command: "grep x /proc/mounts".into(), when: When::Before },
             Record { name: "bytes".into(), command: "wc -c < f".into(), when: When::After },
         ];
-        let script = iteration_script(&commands, &[Observer::Netstat, Observer::Nfsstat], &records);
+        let script = iteration_script(
+            &commands,
+            &[Observer::new(ObserverKind::named("netstat")), Observer::new(ObserverKind::named("nfsstat"))],
+            &records,
+        );
         // Every section the script prints, in order (a failed setup prints `teardown` too).
         let printed: Vec<&str> = script
             .split("sec ")

@@ -18,6 +18,7 @@
 //! | `/proc/self/mountstats` (RPC iostats 1.0/1.1, Linux 2.6.17 on) | [`mountstats`] | [`Mountstats`](mountstats::Mountstats) |
 //! | raw `/proc/net/snmp` + `/proc/net/netstat` (Linux 2.4 on) | [`procnet`] | [`ProcNetSnmp`](procnet::ProcNetSnmp) |
 //! | raw `/proc/net/rpc/nfs` (NFS client RPC counts, Linux 2.6.0 to 6.x) | [`procrpcnfs`] | [`ProcRpcNfs`](procrpcnfs::ProcRpcNfs) |
+//! | `/proc/net/sctp/snmp` (SCTP counters, Linux 2.6.x to 6.x) | [`sctpsnmp`] | [`SctpSnmp`](sctpsnmp::SctpSnmp) |
 //!
 //! Common rules for all parsers:
 //!
@@ -39,18 +40,99 @@
 //!
 //! Turning two observations into deltas and derived metrics is the job of
 //! [`crate::measure::stats`], not of this module.
+//!
+//! # The observer table
+//!
+//! [`OBSERVERS`] is the one definition of the observers a measurement can read around
+//! each iteration (`observe:` in a suite): one [`ObserverDef`] row per kind, with its
+//! guest command, parser, counter namespace and name rules and derived metrics (see
+//! [`observe`]). A new observer is a parser file here, its row below and its fixtures.
+//!
+//! | observer | command | counter names | from |
+//! |---|---|---|---|
+//! | `netstat` | `netstat -s` (net-tools 1.60, 2.10) | `netstat.<Section>.<Field>` (`netstat.Ip.ReasmFails`) | `/proc/net/snmp`, `/proc/net/netstat` |
+//! | `nfsstat` | `nfsstat` (nfs-utils 1.0.x, 2.6.x) | `nfs.client.rpc.calls`, `nfs.client.v3.read`, `nfs.server.…`, `nfs.other.…` | `/proc/net/rpc/nfs{,d}` |
+//! | `mountstats` | `cat /proc/self/mountstats` (RPC iostats 1.0/1.1, Linux ≥ 2.6.17) | `mountstats.<OP>.<field>` (`mountstats.READ.transmissions`) | one mount's per-op RPC statistics |
+//! | `proc_net` | `cat /proc/net/snmp /proc/net/netstat` (raw, what `nstat` reads) | the same as `netstat` | the same files |
+//! | `proc_rpc_nfs` | `cat /proc/net/rpc/nfs` (raw client counts) | the client half of `nfsstat`'s | the same file |
+//! | `proc_sctp` | `cat /proc/net/sctp/snmp` (Linux 2.6.x to 6.x, `sctp` module loaded) | `sctp.<Name>` (`sctp.SctpT3Retransmits`) | [`sctpsnmp`] |
 
 pub mod gnutime;
 pub mod mountstats;
 pub mod netstat;
 pub mod nfsstat;
+pub mod observe;
 pub mod procmounts;
 pub mod procnet;
 pub mod procrpcnfs;
+pub mod sctpsnmp;
 pub mod tc;
 
 pub use netstat::NetstatS;
 pub use nfsstat::Nfsstat;
+pub use observe::{ObserverDef, ObserverKind};
+
+use observe::Settings;
+
+/// Every observer kind, in the order suites, hints and the script list them.
+/// `netstat` and `proc_net` give the same counters, as do `nfsstat` and `proc_rpc_nfs`
+/// for the client (they share a namespace).
+pub const OBSERVERS: &[ObserverDef] = &[
+    ObserverDef {
+        name: "netstat",
+        command: "netstat -s",
+        settings: Settings::None,
+        read: observe::read_netstat,
+        namespace: "netstat",
+        counter_name: observe::netstat_counter,
+        derived: observe::NETSTAT_DERIVED,
+    },
+    ObserverDef {
+        name: "nfsstat",
+        command: "nfsstat",
+        settings: Settings::None,
+        read: observe::read_nfsstat,
+        namespace: "nfs",
+        counter_name: observe::nfs_counter,
+        derived: observe::NFSSTAT_DERIVED,
+    },
+    ObserverDef {
+        name: "mountstats",
+        command: "cat /proc/self/mountstats",
+        settings: Settings::Mount,
+        read: observe::read_mountstats,
+        namespace: "mountstats",
+        counter_name: observe::mountstats_counter,
+        derived: &[],
+    },
+    ObserverDef {
+        name: "proc_net",
+        command: "cat /proc/net/snmp /proc/net/netstat",
+        settings: Settings::None,
+        read: observe::read_procnet,
+        namespace: "netstat",
+        counter_name: observe::netstat_counter,
+        derived: observe::NETSTAT_DERIVED,
+    },
+    ObserverDef {
+        name: "proc_rpc_nfs",
+        command: "cat /proc/net/rpc/nfs",
+        settings: Settings::None,
+        read: observe::read_procrpcnfs,
+        namespace: "nfs",
+        counter_name: observe::nfs_counter,
+        derived: observe::NFSSTAT_DERIVED,
+    },
+    ObserverDef {
+        name: "proc_sctp",
+        command: "cat /proc/net/sctp/snmp",
+        settings: Settings::None,
+        read: sctpsnmp::observe,
+        namespace: "sctp",
+        counter_name: sctpsnmp::counter_name,
+        derived: sctpsnmp::DERIVED,
+    },
+];
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -71,6 +153,8 @@ pub enum Tool {
     ProcNet,
     /// Raw `/proc/net/rpc/nfs`, see [`procrpcnfs`].
     ProcRpcNfs,
+    /// `/proc/net/sctp/snmp`, see [`sctpsnmp`].
+    ProcSctp,
 }
 
 impl fmt::Display for Tool {
@@ -82,6 +166,7 @@ impl fmt::Display for Tool {
             Tool::Mountstats => "/proc/self/mountstats",
             Tool::ProcNet => "/proc/net/snmp or /proc/net/netstat",
             Tool::ProcRpcNfs => "/proc/net/rpc/nfs",
+            Tool::ProcSctp => "/proc/net/sctp/snmp",
         })
     }
 }

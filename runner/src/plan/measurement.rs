@@ -162,42 +162,78 @@ pub struct RemoteReading {
     pub after: String,
 }
 
-/// A local observer: read in the measured VM before and after every iteration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Observer {
-    /// `netstat -s`.
-    Netstat,
-    /// `nfsstat` (client and server RPC and per-procedure counts).
-    Nfsstat,
-    /// `/proc/self/mountstats` for the NFS mount on `mount`: the listed operations'
-    /// RPC statistics (every operation when `ops` is empty).
-    Mountstats {
-        /// Mount point (absolute path).
-        mount: String,
-        /// Operation names as the kernel prints them (`READ`, `WRITE`, `COMMIT`, …).
-        ops: Vec<String>,
-    },
-    /// Raw `/proc/net/snmp` and `/proc/net/netstat`.
-    ProcNet,
-    /// Raw `/proc/net/rpc/nfs`.
-    ProcRpcNfs,
+pub use crate::parse::observe::Scope;
+pub use crate::parse::ObserverKind;
+
+/// A local observer: read in the measured VM before and after every iteration. Its
+/// kind is a row of [`crate::parse::OBSERVERS`] (command, parser, derived metrics).
+///
+/// Serialized as the kind's name (`netstat`), or `{<name>: {mount, ops}}` for a kind
+/// with settings, as plans have always been written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observer {
+    /// Its kind.
+    pub kind: ObserverKind,
+    /// Its settings, for a kind that takes them (`mountstats`: the NFS mount and the
+    /// operations kept, every operation when `ops` is empty).
+    pub scope: Option<Scope>,
 }
 
-/// The kind of an [`Observer`] (one observer per kind in a measurement).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ObserverKind {
-    /// `netstat -s`.
-    Netstat,
-    /// `nfsstat`.
-    Nfsstat,
-    /// `/proc/self/mountstats`.
-    Mountstats,
-    /// Raw `/proc/net/snmp` + `/proc/net/netstat`.
-    ProcNet,
-    /// Raw `/proc/net/rpc/nfs`.
-    ProcRpcNfs,
+impl Observer {
+    /// An observer of `kind` without settings.
+    pub fn new(kind: ObserverKind) -> Observer {
+        Observer { kind, scope: None }
+    }
+
+    /// An observer of `kind` with settings `scope`.
+    pub fn scoped(kind: ObserverKind, scope: Scope) -> Observer {
+        Observer { kind, scope: Some(scope) }
+    }
+}
+
+impl Serialize for Observer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match &self.scope {
+            None => s.serialize_str(self.kind.name()),
+            Some(scope) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry(self.kind.name(), scope)?;
+                m.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Observer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Observer;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an observer's name, or a map of one observer's name to its settings")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Observer, E> {
+                let kind = ObserverKind::from_name(name)
+                    .ok_or_else(|| E::unknown_variant(name, &crate::parse::observe::NAMES))?;
+                Ok(Observer::new(kind))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Observer, A::Error> {
+                use serde::de::Error;
+                let Some(name) = map.next_key::<String>()? else {
+                    return Err(A::Error::invalid_length(0, &self));
+                };
+                let kind = ObserverKind::from_name(&name)
+                    .ok_or_else(|| A::Error::unknown_variant(&name, &crate::parse::observe::NAMES))?;
+                let scope: Scope = map.next_value()?;
+                if map.next_key::<String>()?.is_some() {
+                    return Err(A::Error::invalid_length(2, &self));
+                }
+                Ok(Observer::scoped(kind, scope))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A remote observer: read in *another* VM than the measured one around every iteration.
@@ -235,4 +271,26 @@ pub struct Commands {
     pub run: String,
     /// Run after each iteration (e.g. unmount).
     pub teardown: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observers_keep_the_json_shape_of_older_plans() {
+        let old = r#"["netstat","proc_rpc_nfs",{"mountstats":{"mount":"/mnt/nfs","ops":["READ"]}}]"#;
+        let observers: Vec<Observer> = serde_json::from_str(old).unwrap();
+        assert_eq!(observers[0], Observer::new(ObserverKind::named("netstat")));
+        assert_eq!(
+            observers[2],
+            Observer::scoped(
+                ObserverKind::named("mountstats"),
+                Scope { mount: "/mnt/nfs".into(), ops: vec!["READ".into()] }
+            )
+        );
+        assert_eq!(serde_json::to_string(&observers).unwrap(), old);
+        let unknown = serde_json::from_str::<Observer>(r#""iostat""#).unwrap_err().to_string();
+        assert!(unknown.contains("unknown variant `iostat`, expected one of `netstat`"), "{unknown}");
+    }
 }

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 
 use crate::analyse::Analysis;
 use crate::measure::analysis::{metric_value, MeasurementResult, Outcome, VmResult, OUTCOME_METRIC};
+use crate::measure::format::{fmt_mb_s, netem_line};
 use crate::plan::measurement::MeasurementPlan;
 use crate::run::{RunRecord, StepStatus};
-use crate::scenarios::nfs_read;
 
 /// The run's summary: status and phase timings, each VM's kernel and boot time, and
 /// every step that did not pass.
@@ -30,7 +30,7 @@ pub fn summary(rec: &RunRecord) -> String {
     text
 }
 
-/// Every measurement's table (the `nfs_read` preset's in its own layout), then the
+/// Every measurement's table (a preset's in its own layout), then the
 /// problems of the VMs' setup (a sysctl not in force, a file that arrived different).
 pub fn tables(a: &Analysis) -> String {
     let mut text = String::new();
@@ -38,9 +38,9 @@ pub fn tables(a: &Analysis) -> String {
         a.results.vms.iter().flat_map(|v| v.problems.iter().map(move |p| format!("problem: {}: {p}", v.vm))).collect();
     for (m, p) in a.results.measurements.iter().zip(&a.plan.measurements) {
         let _ = writeln!(text);
-        match (&a.results.nfs_read, p.preset.as_deref()) {
-            (Some(nfs), Some(nfs_read::SCENARIO)) => text.push_str(&nfs_read::results::table(nfs, m)),
-            _ => text.push_str(&table(m, p)),
+        match a.preset().filter(|x| x.owns(m)) {
+            Some(preset) => text.push_str(&preset.table(m)),
+            None => text.push_str(&table(m, p)),
         }
     }
     for p in vm_problems {
@@ -88,7 +88,7 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
             line.push_str(&format!(" {:>9}", v.elapsed_s.as_ref().map_or("-".into(), |s| format!("{:.2}", s.median))));
         }
         if show_mbs {
-            line.push_str(&format!(" {:>7}", v.median_mb_s.map_or("-".into(), nfs_read::results::fmt_mb_s)));
+            line.push_str(&format!(" {:>7}", v.median_mb_s.map_or("-".into(), fmt_mb_s)));
         }
         for c in &p.table {
             let values: Vec<f64> =
@@ -116,7 +116,7 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
         if !moved.is_empty() {
             let _ = writeln!(t, "{}: {}", v.vm, moved.join(", "));
         }
-        nfs_read::results::netem_line(&mut t, v);
+        netem_line(&mut t, v);
     }
     outcome_lines(&mut t, m, p);
     for pr in &m.problems {

@@ -523,6 +523,7 @@ fn wanted_words(wanted: &str, bounds: bool) -> String {
         "unit variant" => "a bare name, e.g. netstat".into(),
         "map with a single key" => "a mapping with a single key, e.g. {netem: server}".into(),
         w => match w.strip_prefix("struct ").or_else(|| w.strip_prefix("enum ")) {
+            Some("ObserverSpec") => super::measure::observer_hint(),
             Some(name) => type_words(name).to_string(),
             None => w.to_string(),
         },
@@ -548,9 +549,6 @@ fn type_words(name: &str) -> &'static str {
         "RecordSpec" => "a record: a mapping with `name` and `run`",
         "CheckSpec" => "a check: a mapping with `section` and `equals` or `contains`",
         "MeasureSnapshotSpec" => "a mapping with `verdict`, `exit_status`, `signs` or `sections`",
-        "ObserverSpec" => {
-            "an observer: netstat, nfsstat, proc_net, proc_rpc_nfs, {mountstats: {mount: …}} or {netem: VM}"
-        }
         "Accel" => "one of auto, kvm, tcg",
         "When" => "one of before, after",
         "Better" => "one of lower, higher",

@@ -28,6 +28,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::parse::observe::{Settings, NAMES};
+use crate::parse::ObserverKind;
 use crate::schema::SnapshotVerdicts;
 
 /// One measurement.
@@ -96,22 +98,84 @@ pub struct MeasureSpec {
     pub snapshot: Option<MeasureSnapshotSpec>,
 }
 
-/// One observer in `observe:`.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+/// One observer in `observe:`: a kind of [`crate::parse::OBSERVERS`] by name
+/// (`netstat`), with its settings for a kind that takes them
+/// (`{mountstats: {mount: /mnt/nfs}}`), or another VM's netem (`{netem: server}`).
+#[derive(Debug, Clone, PartialEq)]
 pub enum ObserverSpec {
-    /// `netstat -s`.
-    Netstat,
-    /// `nfsstat`.
-    Nfsstat,
-    /// `/proc/self/mountstats` of one NFS mount.
-    Mountstats(MountstatsSpec),
-    /// Raw `/proc/net/snmp` and `/proc/net/netstat` (the same counters as `netstat`).
-    ProcNet,
-    /// Raw `/proc/net/rpc/nfs` (the same client counters as `nfsstat`).
-    ProcRpcNfs,
+    /// An observer of the measured VM, and its settings (for a kind of
+    /// [`Settings::Mount`]).
+    Local(ObserverKind, Option<MountstatsSpec>),
     /// The netem statistics of another VM (`{netem: server}`).
     Netem(String),
+}
+
+/// The name of the remote netem observer in `observe:`.
+const NETEM: &str = "netem";
+
+/// Every name `observe:` takes: the table's kinds, then `netem`.
+const OBSERVE_NAMES: [&str; NAMES.len() + 1] = {
+    let mut all = [NETEM; NAMES.len() + 1];
+    let mut i = 0;
+    while i < NAMES.len() {
+        all[i] = NAMES[i];
+        i += 1;
+    }
+    all
+};
+
+/// What `observe:` takes, for messages: `netstat, nfsstat, …, {mountstats: {mount: …}}
+/// or {netem: VM}`.
+pub fn observer_hint() -> String {
+    let mut shapes: Vec<String> =
+        ObserverKind::all().filter(|k| k.def().settings == Settings::None).map(|k| k.name().to_string()).collect();
+    shapes.extend(
+        ObserverKind::all()
+            .filter(|k| k.def().settings == Settings::Mount)
+            .map(|k| format!("{{{}: {{mount: …}}}}", k.name())),
+    );
+    format!("an observer: {} or {{{NETEM}: VM}}", shapes.join(", "))
+}
+
+impl<'de> Deserialize<'de> for ObserverSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{EnumAccess, Error, VariantAccess};
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ObserverSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("enum ObserverSpec")
+            }
+            fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<ObserverSpec, A::Error> {
+                let (name, v): (String, _) = data.variant()?;
+                if name == NETEM {
+                    return v.newtype_variant().map(ObserverSpec::Netem);
+                }
+                let kind =
+                    ObserverKind::from_name(&name).ok_or_else(|| A::Error::unknown_variant(&name, &OBSERVE_NAMES))?;
+                match kind.def().settings {
+                    Settings::None => v.unit_variant().map(|()| ObserverSpec::Local(kind, None)),
+                    Settings::Mount => v.newtype_variant().map(|m| ObserverSpec::Local(kind, Some(m))),
+                }
+            }
+        }
+        d.deserialize_enum("ObserverSpec", &OBSERVE_NAMES, V)
+    }
+}
+
+impl Serialize for ObserverSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let index = |name: &str| OBSERVE_NAMES.iter().position(|n| *n == name).unwrap_or(0) as u32;
+        match self {
+            ObserverSpec::Local(kind, None) => {
+                s.serialize_unit_variant("ObserverSpec", index(kind.name()), kind.name())
+            }
+            ObserverSpec::Local(kind, Some(m)) => {
+                s.serialize_newtype_variant("ObserverSpec", index(kind.name()), kind.name(), m)
+            }
+            ObserverSpec::Netem(vm) => s.serialize_newtype_variant("ObserverSpec", index(NETEM), NETEM, vm),
+        }
+    }
 }
 
 /// `mountstats:` parameters.
@@ -194,4 +258,32 @@ pub enum When {
     /// After `run` and the observers.
     #[default]
     After,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize, Serialize)]
+    struct Observe {
+        #[serde(with = "serde_yaml::with::singleton_map_recursive")]
+        observe: Vec<ObserverSpec>,
+    }
+
+    #[test]
+    fn observe_reads_and_writes_the_table_names_netem_and_settings() {
+        let yaml = "observe:\n- netstat\n- proc_net\n- mountstats:\n    mount: /mnt/nfs\n    ops:\n    - READ\n- netem: server\n";
+        let o: Observe = serde_yaml::from_str(yaml).unwrap();
+        assert_eq!(o.observe[1], ObserverSpec::Local(ObserverKind::named("proc_net"), None));
+        assert_eq!(o.observe[3], ObserverSpec::Netem("server".into()));
+        assert_eq!(serde_yaml::to_string(&o).unwrap(), yaml);
+        let bare = serde_yaml::from_str::<Observe>("observe: [mountstats]").unwrap_err().to_string();
+        assert!(bare.contains("expected newtype variant"), "{bare}");
+        assert!(
+            observer_hint().starts_with("an observer: netstat, nfsstat, proc_net, proc_rpc_nfs"),
+            "{}",
+            observer_hint()
+        );
+        assert!(observer_hint().ends_with("{mountstats: {mount: …}} or {netem: VM}"));
+    }
 }

@@ -138,17 +138,8 @@ pub fn environment_differences(a: &Analysis, vms: &[PlanVm], base: &str, cand: &
             d.push(format!("the netem on {}'s egress reaches {hit} only", other.name));
         }
     }
-    if let Some(n) = &a.plan.nfs_read {
-        d.extend(diff("mount options", n.mount_options_of(base).to_string(), n.mount_options_of(cand).to_string()));
-    }
-    if let Some(n) = &a.results.nfs_read {
-        let opts = |vm: &str| n.clients.iter().find(|c| c.vm == vm).map(|c| c.mount.options.clone());
-        if let (Some(p), Some(q)) = (opts(base), opts(cand)) {
-            let (p, q) = option_difference(&p, &q);
-            if !p.is_empty() || !q.is_empty() {
-                d.push(format!("negotiated mount options: {base} {p}, {cand} {q}"));
-            }
-        }
+    if let Some(p) = a.preset() {
+        d.extend(p.differences(base, cand));
     }
     // Steps other than the measurement's own: setup a suite gives one VM and not the other.
     let setup = |v: &PlanVm| -> BTreeMap<String, String> {
@@ -168,28 +159,4 @@ pub fn environment_differences(a: &Analysis, vms: &[PlanVm], base: &str, cand: &
         }
     }
     d
-}
-
-/// The options of two mount option lists that are not in both, each side's in its
-/// order, without the ones that differ from mount to mount (`mountport=`).
-pub fn option_difference(a: &str, b: &str) -> (String, String) {
-    let keep = |o: &&str| !o.starts_with("mountport=");
-    let only = |x: &str, y: &str| {
-        x.split(',').filter(keep).filter(|o| !y.split(',').any(|p| p == *o)).collect::<Vec<_>>().join(",")
-    };
-    (only(a, b), only(b, a))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mount_option_difference_leaves_out_what_both_have() {
-        let (a, b) = option_difference(
-            "rw,vers=3,proto=udp,timeo=11,mountport=58006,addr=10.82.0.1",
-            "rw,vers=3,proto=tcp,timeo=600,mountport=46089,addr=10.82.0.1",
-        );
-        assert_eq!((a.as_str(), b.as_str()), ("proto=udp,timeo=11", "proto=tcp,timeo=600"));
-    }
 }

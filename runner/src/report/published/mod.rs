@@ -27,7 +27,6 @@ use crate::path_io::PathIo;
 use crate::run::environment::{self, Environment, KernelOrigin};
 use crate::run::record::RunDirError;
 use crate::run::StepStatus;
-use crate::scenarios::nfs_read;
 use crate::schema::measure::Better;
 use chart::{strip_chart, Series};
 pub use comparison::{comparison_rows, headline, unit_of};
@@ -129,7 +128,7 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
         Some(environment_section(a, env, vms)),
         Some(kernels_section(a, env, vms)),
         Some(userspace_section(a, env, vms)),
-        nfs_section(a, env, vms),
+        preset_section(a, env, vms),
         Some(network_section(a, env, vms)),
         Some(differences_section(a, env, vms)),
         Some(comparison_section(a, env, vms)),
@@ -255,42 +254,15 @@ fn userspace_section(_a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -
     s
 }
 
-/// NFS mounts (suites with `nfs_read`).
-fn nfs_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -> Option<Section> {
-    let r = &a.results;
-    if let Some(n) = &r.nfs_read {
-        let mut s = Section::new("NFS mounts");
-        let mut t = String::new();
-        t.push_str(&format!("server {} ({})\n", n.server.vm, n.server.kernel_release));
-        for (k, v) in &n.server.profile {
-            t.push_str(&format!("  {k}: {v}\n"));
-        }
-        for c in &n.clients {
-            let m = &c.mount;
-            t.push_str(&format!(
-                "{}: vers={} proto={} rsize={} wsize={} read_ahead_kb={}\n  {}\n",
-                c.vm,
-                m.nfs_version.as_deref().unwrap_or("?"),
-                m.transport.as_deref().unwrap_or("?"),
-                m.rsize.map_or("?".into(), |x| x.to_string()),
-                m.wsize.map_or("?".into(), |x| x.to_string()),
-                m.read_ahead_kb.map_or("?".into(), |x| x.to_string()),
-                m.options
-            ));
-        }
-        s.push(Block::Table(t));
-        if let Some(p) = &a.plan.nfs_read {
-            s.push(Block::Para(format!(
-                "File {} ({} bytes) on the server's export {}, read with `cat` on a fresh mount with dropped caches each time; mount options asked for: {}.",
-                p.file_name, p.file_bytes, p.export, p.mount_options
-            )));
-        }
-        for note in &n.notes {
-            s.push(Block::Para(format!("Note: {note}")));
-        }
-        return Some(s);
+/// The preset's own facts (suites with one, e.g. the NFS mounts).
+fn preset_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -> Option<Section> {
+    let p = a.preset()?.section();
+    let mut s = Section::new(&p.title);
+    s.push(Block::Table(p.table));
+    for para in p.paragraphs {
+        s.push(Block::Para(para));
     }
-    None
+    Some(s)
 }
 
 /// Network conditions applied in the guests.
@@ -446,16 +418,9 @@ fn appendix_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -
     for m in &r.measurements {
         for v in &m.vms {
             let Some(it) = v.iterations.iter().find(|i| i.counted).or(v.iterations.first()) else { continue };
-            let nfs_file = format!("nfs/{}/read-{}.txt", v.vm, it.iteration);
-            let (caption, text) = if m.preset.as_deref() == Some(nfs_read::SCENARIO) && a.dir.join(&nfs_file).is_file()
-            {
-                (
-                    format!(
-                        "{}, {} repeat {} ({nfs_file}): uname -r, GNU time, netstat -s and nfsstat after the read",
-                        v.vm, m.name, it.iteration
-                    ),
-                    std::fs::read_to_string(a.dir.join(&nfs_file)).unwrap_or_default(),
-                )
+            let preset = a.preset().and_then(|p| p.raw_output(&a.dir, m, &v.vm, it.iteration));
+            let (caption, text) = if let Some(raw) = preset {
+                (raw.caption, raw.text)
             } else {
                 let step = rec.vm(&v.vm).and_then(|x| x.step(&it.step));
                 let rel = step.and_then(|s| s.stdout.clone()).unwrap_or_default();

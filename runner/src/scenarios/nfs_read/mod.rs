@@ -18,13 +18,14 @@
 //! [`results`] adds what only this scenario knows: the server's profile, each client's
 //! negotiated mount, the report-layout text files, the table and the snapshot view.
 
+pub mod report;
 pub mod results;
 
 use std::time::Duration;
 
 use crate::plan::measurement::{
-    Better, Bytes, Check, Commands, Expect, MeasuredVm, MeasurementPlan, Metric, Observer, Record, RemoteObserver,
-    SnapshotPolicy, When,
+    Better, Bytes, Check, Commands, Expect, MeasuredVm, MeasurementPlan, Metric, Observer, ObserverKind, Record,
+    RemoteObserver, Scope, SnapshotPolicy, When,
 };
 use crate::plan::nfs_read::NfsPlan;
 use crate::plan::{names, shell_quote, StepKind, StepPlan, VmPlan};
@@ -165,9 +166,9 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         concurrent: n.concurrent.unwrap_or(false),
         expect_exit: 0,
         observers: vec![
-            Observer::Netstat,
-            Observer::Nfsstat,
-            Observer::Mountstats { mount: mp.clone(), ops: vec!["READ".into()] },
+            Observer::new(ObserverKind::named("netstat")),
+            Observer::new(ObserverKind::named("nfsstat")),
+            Observer::scoped(ObserverKind::named("mountstats"), Scope { mount: mp.clone(), ops: vec!["READ".into()] }),
         ],
         remote: suite
             .vms

@@ -13,7 +13,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{RECORD_MOUNT, RECORD_READ_AHEAD};
-use crate::measure::analysis::{MeasurementResult, VmResult};
+use crate::measure::analysis::MeasurementResult;
+use crate::measure::format::{fmt_mb_s, netem_line};
 use crate::measure::observer::op_stats;
 use crate::measure::script::Section;
 use crate::parse::mountstats::OpStats;
@@ -121,8 +122,8 @@ pub fn analyse(
             let layout = [
                 Section::Uname,
                 Section::Time,
-                Section::After(ObserverKind::Netstat),
-                Section::After(ObserverKind::Nfsstat),
+                Section::After(ObserverKind::named("netstat")),
+                Section::After(ObserverKind::named("nfsstat")),
             ];
             std::fs::write(&path, layout.iter().map(|x| s.text(*x)).collect::<String>())
                 .map_err(PathIo::on("writing", &path))?;
@@ -163,17 +164,6 @@ pub fn analyse(
         ));
     }
     Ok(NfsResults { server, file_bytes: plan.file_bytes, baseline: plan.baseline.clone(), clients, notes })
-}
-
-/// Throughput for the table: one decimal from 1 MB/s up, two significant digits below
-/// (a lossy read of a few MB runs at hundredths of a MB/s, which `{:.1}` prints as 0.0).
-pub fn fmt_mb_s(v: f64) -> String {
-    if v >= 1.0 || v == 0.0 {
-        format!("{v:.1}")
-    } else {
-        let decimals = (1 - v.log10().floor() as i32).max(1) as usize;
-        format!("{v:.decimals$}")
-    }
 }
 
 /// The comparison table printed at the end of a run of an `nfs_read` suite.
@@ -233,24 +223,4 @@ pub fn table(r: &NfsResults, m: &MeasurementResult) -> String {
         let _ = writeln!(t, "problem: {p}");
     }
     t
-}
-
-/// `seeded loss, <vm>: netem dropped/sent per read …; elapsed s …` when the VM's
-/// iterations have remote netem readings.
-pub fn netem_line(t: &mut String, v: &VmResult) {
-    let counted: Vec<_> = v.iterations.iter().filter(|i| i.elapsed_s.is_some()).collect();
-    let per_read: Vec<String> = counted
-        .iter()
-        .flat_map(|i| i.remote.iter().map(|x| format!("{}/{}", x.dropped_packets, x.sent_packets)))
-        .collect();
-    if !per_read.is_empty() {
-        let seconds: Vec<String> = counted.iter().filter_map(|i| i.elapsed_s).map(|e| format!("{e:.1}")).collect();
-        let _ = writeln!(
-            t,
-            "seeded loss, {}: netem dropped/sent per read {}; elapsed s {}",
-            v.vm,
-            per_read.join(" "),
-            seconds.join(" ")
-        );
-    }
 }

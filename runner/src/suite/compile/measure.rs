@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::plan::measurement::{
     Better, Bytes, Check, Commands, Expect, MeasuredVm, MeasurementPlan, Metric, Observer, Record, RemoteObserver,
-    SnapshotPolicy,
+    Scope, SnapshotPolicy,
 };
 use crate::plan::nfs_read::NfsPlan;
 use crate::plan::{names, Dependency, VmPlan, DEFAULT_METRIC, DEFAULT_REPEAT};
@@ -51,13 +51,10 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
     let mut remote = Vec::new();
     for o in &spec.observe {
         match o {
-            ObserverSpec::Netstat => observers.push(Observer::Netstat),
-            ObserverSpec::Nfsstat => observers.push(Observer::Nfsstat),
-            ObserverSpec::Mountstats(m) => {
-                observers.push(Observer::Mountstats { mount: m.mount.clone(), ops: m.ops.clone() })
-            }
-            ObserverSpec::ProcNet => observers.push(Observer::ProcNet),
-            ObserverSpec::ProcRpcNfs => observers.push(Observer::ProcRpcNfs),
+            ObserverSpec::Local(kind, settings) => observers.push(Observer {
+                kind: *kind,
+                scope: settings.as_ref().map(|m| Scope { mount: m.mount.clone(), ops: m.ops.clone() }),
+            }),
             ObserverSpec::Netem(vm) => {
                 remote.push(RemoteObserver::Netem { vm: vm.clone(), seeded: suite.seeded_netem(vm) })
             }

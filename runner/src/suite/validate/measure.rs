@@ -8,7 +8,7 @@ use crate::measure::observer::derived_metrics;
 use crate::measure::script::BUILTIN_SECTIONS;
 use crate::plan::measurement::ObserverKind;
 use crate::plan::names;
-use crate::schema::measure::{MeasureSpec, ObserverSpec};
+use crate::schema::measure::{MeasureSpec, MountstatsSpec, ObserverSpec};
 use crate::schema::text::{non_ascii_hint, shown};
 use crate::schema::SuiteSpec;
 
@@ -163,27 +163,12 @@ fn check_observers(errs: &mut Vec<ValidationError>, s: &SuiteSpec, m: &MeasureSp
     for (j, o) in m.observe.iter().enumerate() {
         let key = format!("{k}.observe[{j}]");
         let kind = match o {
-            ObserverSpec::Netstat => Some(ObserverKind::Netstat),
-            ObserverSpec::Nfsstat => Some(ObserverKind::Nfsstat),
-            ObserverSpec::Mountstats(ms) => {
-                // Matched against /proc/self/mountstats, which escapes spaces and
-                // other odd characters: only the strict form can match.
-                if let Some(why) = guest::path_problem(&ms.mount, guest::MAX_PATH_BYTES) {
-                    rule(errs, format!("{key}.mountstats.mount"), format!("mount {} {why}", shown(&ms.mount, 80)));
+            ObserverSpec::Local(kind, settings) => {
+                if let Some(ms) = settings {
+                    check_mount_settings(errs, &format!("{key}.{}", kind.name()), ms);
                 }
-                for (n, op) in ms.ops.iter().enumerate() {
-                    if op.is_empty() || !op.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
-                        rule(
-                            errs,
-                            format!("{key}.mountstats.ops[{n}]"),
-                            format!("{op:?} is not an RPC operation name as the kernel prints it (e.g. READ, WRITE, COMMIT)"),
-                        );
-                    }
-                }
-                Some(ObserverKind::Mountstats)
+                Some(*kind)
             }
-            ObserverSpec::ProcNet => Some(ObserverKind::ProcNet),
-            ObserverSpec::ProcRpcNfs => Some(ObserverKind::ProcRpcNfs),
             ObserverSpec::Netem(vm) => {
                 match s.vms.iter().find(|v| &v.name == vm) {
                     None => errs.push(ValidationError::Unknown {
@@ -222,6 +207,29 @@ fn check_observers(errs: &mut Vec<ValidationError>, s: &SuiteSpec, m: &MeasureSp
     kinds
 }
 
+/// The settings of a kind of [`Settings::Mount`](crate::parse::observe::Settings)
+/// (`mountstats`) at key `key`: the mount point and the operation names.
+fn check_mount_settings(errs: &mut Vec<ValidationError>, key: &str, ms: &MountstatsSpec) {
+    // Matched against /proc/self/mountstats, which escapes spaces and other odd
+    // characters: only the strict form can match.
+    if let Some(why) = guest::path_problem(&ms.mount, guest::MAX_PATH_BYTES) {
+        errs.push(ValidationError::Rule {
+            key: format!("{key}.mount"),
+            message: format!("mount {} {why}", shown(&ms.mount, 80)),
+        });
+    }
+    for (n, op) in ms.ops.iter().enumerate() {
+        if op.is_empty() || !op.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
+            errs.push(ValidationError::Rule {
+                key: format!("{key}.ops[{n}]"),
+                message: format!(
+                    "{op:?} is not an RPC operation name as the kernel prints it (e.g. READ, WRITE, COMMIT)"
+                ),
+            });
+        }
+    }
+}
+
 /// `record`: names that are not the script's own sections, each once, and their
 /// commands. Returns the records' names.
 fn check_records<'a>(errs: &mut Vec<ValidationError>, m: &'a MeasureSpec, k: &str) -> BTreeSet<&'a str> {
@@ -233,7 +241,7 @@ fn check_records<'a>(errs: &mut Vec<ValidationError>, m: &'a MeasureSpec, k: &st
         let key = format!("{k}.record[{j}]");
         if !is_name(&r.name)
             || BUILTIN_SECTIONS.contains(&r.name.as_str())
-            || ObserverKind::ALL.iter().any(|o| r.name == o.name() || r.name == format!("before-{}", o.name()))
+            || ObserverKind::all().any(|o| r.name == o.name() || r.name == format!("before-{}", o.name()))
         {
             rule(
                 errs,
@@ -397,22 +405,18 @@ fn metric_ok(m: &MeasureSpec, kinds: &BTreeSet<ObserverKind>, name: &str) -> Res
     if name == "throughput_mb_s" {
         return if m.bytes.is_some() { Ok(()) } else { Err("throughput_mb_s needs `bytes`".into()) };
     }
-    let providers: &[ObserverKind] = match name.split('.').next() {
-        Some("netstat") => &[ObserverKind::Netstat, ObserverKind::ProcNet],
-        Some("nfs") => &[ObserverKind::Nfsstat, ObserverKind::ProcRpcNfs],
-        Some("mountstats") => &[ObserverKind::Mountstats],
-        _ => &[],
-    };
+    let namespace = name.split('.').next().unwrap_or_default();
+    let providers: Vec<ObserverKind> = ObserverKind::all().filter(|k| k.def().namespace == namespace).collect();
     match providers.first() {
-        Some(kind) if name.split('.').count() >= 3 => {
+        Some(kind) if name.split('.').count() >= 2 => {
             if providers.iter().any(|p| kinds.contains(p)) {
-                counter_ok(name, m)
+                counter_ok(name, *kind, m)
             } else {
                 Err(format!("{name} is a counter of the {} observer; add it to `observe`", kind.name()))
             }
         }
         _ => {
-            let all = derived_metrics(ObserverKind::ALL);
+            let all = derived_metrics(ObserverKind::all());
             match all.get(name) {
                 Some(_) => Err(format!("{name} comes from an observer this measurement lacks; add it to `observe`")),
                 None => Err(format!(
@@ -442,72 +446,25 @@ fn keeps_no_verdict(m: &MeasureSpec, snap: &crate::schema::measure::MeasureSnaps
     })
 }
 
-/// `nfs.<side>.<table>` tables the nfsstat and /proc/net/rpc/nfs parsers produce
-/// (`crate::parse::nfsstat`, `crate::parse::procrpcnfs`): `rpc` and one per version,
-/// plus the server's v4 operation tables; `nfs.other.<table>` is any other table.
-const NFS_CLIENT_TABLES: &[&str] = &["rpc", "v2", "v3", "v4"];
-const NFS_SERVER_TABLES: &[&str] = &["rpc", "v2", "v3", "v4", "v4ops", "v4cb"];
-/// The three counters of `Client rpc stats` (the same in nfsstat and /proc/net/rpc/nfs).
-const NFS_CLIENT_RPC: &[&str] = &["calls", "retrans", "authrefrsh"];
-/// Sections of /proc/net/snmp and /proc/net/netstat, as `netstat -s` and the proc_net
-/// observer name them (`crate::parse::netstat`, `crate::parse::procnet`). The counter
-/// names within a section vary by kernel and are not checked.
-const NETSTAT_GROUPS: &[&str] = &["Ip", "Icmp", "IcmpMsg", "Tcp", "Udp", "UdpLite", "TcpExt", "IpExt", "MPTcpExt"];
-
-/// What can be known of a counter name before a run: the parts the parsers produce.
-fn counter_ok(name: &str, m: &MeasureSpec) -> Result<(), String> {
+/// What can be known of counter `name` of `kind`'s namespace before a run: the parts
+/// its parser produces (the row's `counter_name`), and for a kind with settings, an
+/// operation its `ops:` keeps.
+fn counter_ok(name: &str, kind: ObserverKind, m: &MeasureSpec) -> Result<(), String> {
     let parts: Vec<&str> = name.split('.').collect();
-    let not = |what: String| Err(format!("{} is not a counter: {what}", shown(name, 80)));
-    match parts[0] {
-        "mountstats" => {
-            let mut fields: Vec<&str> = crate::measure::observer::op_fields(&crate::parse::mountstats::OpStats {
-                errors: Some(0),
-                ..Default::default()
-            })
-            .into_iter()
-            .map(|(f, _)| f)
-            .collect();
-            fields.sort_unstable();
-            let ops = m.observe.iter().find_map(|o| match o {
-                ObserverSpec::Mountstats(ms) if !ms.ops.is_empty() => Some(&ms.ops),
-                _ => None,
-            });
-            if parts.len() != 3 || !fields.contains(&parts[2]) {
-                not(format!("mountstats counters are mountstats.<OP>.<field>, the field one of {}", fields.join(", ")))
-            } else if let Some(ops) = ops.filter(|ops| !ops.iter().any(|o| o == parts[1])) {
-                Err(format!(
-                    "{name}: the mountstats observer keeps only ops {} (its `ops:`), so {} is never recorded; add {} there",
-                    ops.join(", "),
-                    parts[1],
-                    parts[1]
-                ))
-            } else {
-                Ok(())
-            }
+    (kind.def().counter_name)(&parts).map_err(|what| format!("{} is not a counter: {what}", shown(name, 80)))?;
+    let ops = m.observe.iter().find_map(|o| match o {
+        ObserverSpec::Local(k, Some(ms)) if k.def().namespace == kind.def().namespace && !ms.ops.is_empty() => {
+            Some((k, &ms.ops))
         }
-        "nfs" => {
-            let tables = match parts.get(1) {
-                Some(&"client") => Some(NFS_CLIENT_TABLES),
-                Some(&"server") => Some(NFS_SERVER_TABLES),
-                Some(&"other") => None,
-                _ => return not(
-                    "nfs counters are nfs.client.<table>.<name>, nfs.server.<table>.<name> or nfs.other.<table>.<name>"
-                        .into(),
-                ),
-            };
-            if parts.len() != 4 {
-                not("nfs counters have four parts: nfs.<client|server|other>.<table>.<name>".into())
-            } else if let Some(t) = tables.filter(|t| !t.contains(&parts[2])) {
-                not(format!("the {} tables are {}", parts[1], t.join(", ")))
-            } else if parts[1] == "client" && parts[2] == "rpc" && !NFS_CLIENT_RPC.contains(&parts[3]) {
-                not(format!("the client rpc counters are {}", NFS_CLIENT_RPC.join(", ")))
-            } else {
-                Ok(())
-            }
-        }
-        "netstat" if parts.len() != 3 || !NETSTAT_GROUPS.contains(&parts[1]) => not(format!(
-            "netstat counters are netstat.<Section>.<Name>, the section one of {}",
-            NETSTAT_GROUPS.join(", ")
+        _ => None,
+    });
+    match ops {
+        Some((k, ops)) if !ops.iter().any(|o| o == parts[1]) => Err(format!(
+            "{name}: the {} observer keeps only ops {} (its `ops:`), so {} is never recorded; add {} there",
+            k.name(),
+            ops.join(", "),
+            parts[1],
+            parts[1]
         )),
         _ => Ok(()),
     }

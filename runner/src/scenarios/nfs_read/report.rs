@@ -1,0 +1,95 @@
+//! What the published report shows of an `nfs_read` run beyond its table: the
+//! server and the clients' mounts, the mount differences between two clients, and the
+//! report-layout raw files (see [`crate::scenarios::Preset`]).
+
+use std::path::Path;
+
+use super::results::NfsResults;
+use crate::plan::nfs_read::NfsPlan;
+use crate::scenarios::preset::{PresetSection, RawOutput};
+
+/// The "NFS mounts" section: the server's profile, each client's negotiated mount, the
+/// file read and the notes.
+pub(crate) fn mounts_section(plan: Option<&NfsPlan>, n: &NfsResults) -> PresetSection {
+    let mut t = String::new();
+    t.push_str(&format!("server {} ({})\n", n.server.vm, n.server.kernel_release));
+    for (k, v) in &n.server.profile {
+        t.push_str(&format!("  {k}: {v}\n"));
+    }
+    for c in &n.clients {
+        let m = &c.mount;
+        t.push_str(&format!(
+            "{}: vers={} proto={} rsize={} wsize={} read_ahead_kb={}\n  {}\n",
+            c.vm,
+            m.nfs_version.as_deref().unwrap_or("?"),
+            m.transport.as_deref().unwrap_or("?"),
+            m.rsize.map_or("?".into(), |x| x.to_string()),
+            m.wsize.map_or("?".into(), |x| x.to_string()),
+            m.read_ahead_kb.map_or("?".into(), |x| x.to_string()),
+            m.options
+        ));
+    }
+    let mut paragraphs = Vec::new();
+    if let Some(p) = plan {
+        paragraphs.push(format!(
+            "File {} ({} bytes) on the server's export {}, read with `cat` on a fresh mount with dropped caches each time; mount options asked for: {}.",
+            p.file_name, p.file_bytes, p.export, p.mount_options
+        ));
+    }
+    paragraphs.extend(n.notes.iter().map(|note| format!("Note: {note}")));
+    PresetSection { title: "NFS mounts".into(), table: t, paragraphs }
+}
+
+/// The mount options asked for and negotiated, where clients `base` and `cand` differ.
+pub(crate) fn differences(plan: Option<&NfsPlan>, n: &NfsResults, base: &str, cand: &str) -> Vec<String> {
+    let mut d = Vec::new();
+    if let Some(p) = plan {
+        let (x, y) = (p.mount_options_of(base), p.mount_options_of(cand));
+        if x != y {
+            d.push(format!("mount options: {base} {x}, {cand} {y}"));
+        }
+    }
+    let opts = |vm: &str| n.clients.iter().find(|c| c.vm == vm).map(|c| c.mount.options.clone());
+    if let (Some(p), Some(q)) = (opts(base), opts(cand)) {
+        let (p, q) = option_difference(&p, &q);
+        if !p.is_empty() || !q.is_empty() {
+            d.push(format!("negotiated mount options: {base} {p}, {cand} {q}"));
+        }
+    }
+    d
+}
+
+/// `nfs/<vm>/read-<N>.txt` of measurement `name`, when the run folder `dir` has it.
+pub(crate) fn raw_output(dir: &Path, name: &str, vm: &str, iteration: u32) -> Option<RawOutput> {
+    let file = format!("nfs/{vm}/read-{iteration}.txt");
+    dir.join(&file).is_file().then(|| RawOutput {
+        caption: format!(
+            "{vm}, {name} repeat {iteration} ({file}): uname -r, GNU time, netstat -s and nfsstat after the read"
+        ),
+        text: std::fs::read_to_string(dir.join(&file)).unwrap_or_default(),
+    })
+}
+
+/// The options of two mount option lists that are not in both, each side's in its
+/// order, without the ones that differ from mount to mount (`mountport=`).
+pub fn option_difference(a: &str, b: &str) -> (String, String) {
+    let keep = |o: &&str| !o.starts_with("mountport=");
+    let only = |x: &str, y: &str| {
+        x.split(',').filter(keep).filter(|o| !y.split(',').any(|p| p == *o)).collect::<Vec<_>>().join(",")
+    };
+    (only(a, b), only(b, a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_option_difference_leaves_out_what_both_have() {
+        let (a, b) = option_difference(
+            "rw,vers=3,proto=udp,timeo=11,mountport=58006,addr=10.82.0.1",
+            "rw,vers=3,proto=tcp,timeo=600,mountport=46089,addr=10.82.0.1",
+        );
+        assert_eq!((a.as_str(), b.as_str()), ("proto=udp,timeo=11", "proto=tcp,timeo=600"));
+    }
+}
