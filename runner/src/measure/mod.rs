@@ -19,3 +19,4 @@ pub mod expand;
 pub mod observer;
 pub mod script;
 pub mod stats;
+pub mod verdict;
