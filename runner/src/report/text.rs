@@ -242,7 +242,7 @@ pub fn verdict_lines(m: &MeasurementResult) -> String {
 }
 
 /// A fraction as a percentage: `10 %`, `99 %`, `99.9 %`, `34.7 %` (one decimal unless whole).
-fn pct(x: f64) -> String {
+pub(crate) fn pct(x: f64) -> String {
     let v = x * 100.0;
     if (v - v.round()).abs() > 1e-6 {
         format!("{v:.1} %")
