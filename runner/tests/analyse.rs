@@ -94,10 +94,17 @@ fn analysing_a_recorded_run_changes_no_number() {
                     ("elapsed_s", "elapsed_s"),
                     ("median_mb_s", "median_mb_s"),
                     ("ratio_to_baseline", "ratio_to_baseline"),
-                    ("comparison", "comparison"),
                 ],
                 &mut bad,
             );
+            // Every field the old comparison had is unchanged (the new one adds the
+            // rule, the Mann–Whitney test and the smallest detectable change).
+            if let Some(old) = oc["comparison"].as_object() {
+                let keys: Vec<(&str, &str)> = old.keys().map(|k| (k.as_str(), k.as_str())).collect();
+                same(&who, &oc["comparison"], &nv["comparison"], &keys, &mut bad);
+            } else {
+                same(&who, oc, nv, &[("comparison", "comparison")], &mut bad);
+            }
             same(&who, oc, nc, &[("mount", "mount")], &mut bad);
             for k in [
                 "ip_reassembly_failures",
@@ -363,4 +370,30 @@ fn a_per_vm_snapshot_verdict_overrides_the_suites_for_that_vm_only() {
     assert_eq!(new_verdict(dir.path()), "different outcome");
     set_snapshot_policy(dir.path(), "ratio_class", serde_json::json!({ "new": "none" }));
     assert_eq!(new_verdict(dir.path()), Value::Null);
+}
+
+/// The recorded runs analysed again under the default rule (exact Mann–Whitney at
+/// α = 0.01, floor 10 %) instead of the ranges rule they were made with: with their
+/// 3 (or 1) repeats per VM no comparison can be decided, and the lines say so, with
+/// the p-values, the intervals and the smallest change the runs could have flagged.
+#[test]
+fn recorded_runs_under_the_mann_whitney_rule() {
+    for fixture in fixtures() {
+        let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
+        let dir = copy(&fixture);
+        let path = dir.path().join("plan.json");
+        let mut plan = read_json(&path);
+        for m in plan["measurements"].as_array_mut().unwrap() {
+            m["verdict"] = serde_json::to_value(vmrepro::plan::measurement::VerdictPolicy::default()).unwrap();
+        }
+        std::fs::write(&path, serde_json::to_string(&plan).unwrap()).unwrap();
+        let a = analyse_dir(dir.path()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let lines: String = a.results.measurements.iter().map(vmrepro::report::verdict_lines).collect();
+        for m in &a.results.measurements {
+            for v in m.vms.iter().filter(|v| v.vm != m.baseline && v.comparison.is_some()) {
+                assert_eq!(v.verdict.as_deref(), Some("undecided"), "{name}: {} with ≤ 3 repeats", v.vm);
+            }
+        }
+        support::snapshot_settings().bind(|| insta::assert_snapshot!(format!("analyse__{name}__mann_whitney"), lines));
+    }
 }

@@ -1,4 +1,4 @@
-//! Analysis: a finished run folder → `results.json` (schema 2, see [`results`]), with
+//! Analysis: a finished run folder → `results.json` (schema 3, see [`results`]), with
 //! no VM. The stage between [`crate::run`] and [`crate::report`], which only renders.
 //!
 //! [`analyse_dir`] is a pure function of a run folder: it reads `plan.json` (the

@@ -1,9 +1,9 @@
-//! `results.json`, schema 2: the analysed results of a run folder.
+//! `results.json`, schema 3: the analysed results of a run folder.
 //!
 //! # Schema
 //!
 //! ```text
-//! schema         2
+//! schema         3
 //! suite          suite name
 //! measurements[] one per measurement (the nfs_read preset's is named "nfs-read"):
 //!   name, preset ("nfs_read" or absent), metric ("elapsed_s", …), better ("lower"|"higher"),
@@ -11,7 +11,11 @@
 //!   vms[]        vm, kernel_release (uname -r in the guest),
 //!                metric / elapsed_s: {n, min, max, median, mean, cv} over counted iterations,
 //!                median_mb_s, ratio_to_baseline, comparison {candidate, baseline,
-//!                median_ratio, ranges_overlap, verdict {verdict: same|slower|faster, low, high}},
+//!                median_ratio, ranges_overlap, verdict {verdict: same|slower|faster|undecided,
+//!                low, high}, policy {rule: mann_whitney|ranges, alpha, floor (a fraction)},
+//!                test {p_value, min_p_value, ratio (Hodges–Lehmann, candidate ÷ baseline),
+//!                confidence, interval [low, high] or null}, detectable {kind: change,
+//!                change (a fraction), by_floor} | {kind: too_few_repeats}},
 //!                verdict (words), totals {derived metric: sum or null}, exit_statuses[],
 //!     iterations[] iteration, step, status, exit_status, elapsed_s, user_s, system_s,
 //!                bytes, throughput_mb_s (MB = 10^6 bytes), metrics {derived: delta or null},
@@ -30,6 +34,10 @@
 //!                sha256, guest_sha256}], problems[]
 //! ```
 //!
+//! Schema 3 added `comparison.policy`, `comparison.test`, `comparison.detectable` and
+//! the verdict `undecided` (the Mann–Whitney rule of [`crate::measure::verdict`]);
+//! schema 2 results read as schema 3 with the ranges rule and no test.
+//!
 //! Schema 1 (before measurements existed) had one `clients[]` list with fixed metric
 //! fields; its numbers are the `nfs-read` measurement's, field for field:
 //! `clients[].reads[].metrics.<derived>` → `iterations[].metrics.<derived>`,
@@ -44,7 +52,7 @@ use crate::plan::ProfilePlan;
 use crate::scenarios::nfs_read;
 
 /// `results.json`'s schema version.
-pub const RESULTS_SCHEMA: u32 = 2;
+pub const RESULTS_SCHEMA: u32 = 3;
 /// Name of the results in a run folder.
 pub const RESULTS_FILE: &str = "results.json";
 

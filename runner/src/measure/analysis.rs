@@ -294,7 +294,7 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
     }
     let base = vms.iter().find(|v| v.vm == m.baseline).map(|v| oriented(values(v))).unwrap_or_default();
     for v in &mut vms {
-        if let Some(cmp) = compare(&oriented(values(v)), &base) {
+        if let Some(cmp) = compare(&oriented(values(v)), &base, &m.verdict) {
             v.ratio_to_baseline = Some(cmp.median_ratio);
             if v.vm != m.baseline {
                 v.verdict = Some(verdict_text(&cmp, m.metric.is_speed()));

@@ -21,3 +21,4 @@ pub mod format;
 pub mod observer;
 pub mod script;
 pub mod stats;
+pub mod verdict;

@@ -10,14 +10,17 @@
 //! 3. [`summarize`] and [`compare`]: statistics over repeats and the verdict of
 //!    a client against a baseline client, following the practice of the
 //!    kernel test robot (0-day/LKP) and mmtests: a change is flagged only when
-//!    the medians differ by more than [`MIN_MEDIAN_CHANGE`] **and** the
-//!    [min, max] ranges of the repeats do not overlap.
+//!    the medians differ by more than the effect floor **and** the [min, max] ranges
+//!    of the repeats do not overlap (the ranges rule), or the exact Mann–Whitney
+//!    rule of [`super::verdict`].
 //!
 //! Nothing here runs commands or parses text itself.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+
+use super::verdict::{self, Detectable, Rule, Test, VerdictPolicy};
 
 /// Flat view of one observation: counter name → cumulative value.
 ///
@@ -125,13 +128,6 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
     Some(Summary { n, min: v[0], max: v[n - 1], median, mean, cv })
 }
 
-/// Minimum relative change of the **medians** for a verdict other than
-/// [`Verdict::Same`]: the candidate's median must be more than 10 % above the
-/// baseline's (slower) or the baseline's more than 10 % above the candidate's
-/// (faster). Like the 0-day bot's and mmtests' defaults, this keeps ordinary
-/// run-to-run noise of VM timing from being reported.
-pub const MIN_MEDIAN_CHANGE: f64 = 0.10;
-
 /// Outcome of comparing a client's elapsed times with the baseline client's.
 ///
 /// `low`/`high` bound how many times slower (for `Slower`: candidate ÷
@@ -141,9 +137,14 @@ pub const MIN_MEDIAN_CHANGE: f64 = 0.10;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "lowercase")]
 pub enum Verdict {
-    /// No change flagged: the medians differ by at most [`MIN_MEDIAN_CHANGE`],
-    /// or the ranges of the repeats overlap.
+    /// No change flagged. Ranges rule: the medians differ by at most the floor, or
+    /// the ranges of the repeats overlap. Mann–Whitney rule: the interval of the
+    /// ratio lies inside ± the floor.
     Same,
+    /// Mann–Whitney rule only: neither a change nor its absence is shown (the test
+    /// does not reject, or the change is within the floor, and the interval reaches
+    /// beyond the floor).
+    Undecided,
     /// The candidate takes `low`–`high` times as long as the baseline.
     Slower {
         /// Lower bound of the time ratio.
@@ -166,6 +167,7 @@ impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (word, low, high) = match *self {
             Verdict::Same => return f.write_str("same"),
+            Verdict::Undecided => return f.write_str("undecided"),
             Verdict::Slower { low, high } => ("slower", low, high),
             Verdict::Faster { low, high } => ("faster", low, high),
         };
@@ -231,13 +233,32 @@ pub struct Comparison {
     pub ranges_overlap: bool,
     /// The verdict, see [`compare`].
     pub verdict: Verdict,
+    /// The rule, significance level and effect floor that made [`Comparison::verdict`]
+    /// (absent from results written before rules existed: the ranges rule).
+    #[serde(default = "VerdictPolicy::recorded_before")]
+    pub policy: VerdictPolicy,
+    /// The exact Mann–Whitney test on the same values, whatever the rule (absent from
+    /// older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<Test>,
+    /// The smallest change the rule could have flagged with this run's noise and
+    /// numbers of repeats (absent from older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detectable: Option<Detectable>,
 }
 
 /// Compares a candidate client's repeated elapsed times (seconds; lower is
-/// better) with the baseline client's.
+/// better) with the baseline client's, under `policy`'s rule; the exact Mann–Whitney
+/// test ([`verdict::test`]) and the smallest detectable change
+/// ([`verdict::min_detectable`]) are computed under either rule.
 ///
-/// Rule (0-day/LKP and mmtests practice): the verdict is `Slower` only if the
-/// median ratio exceeds `1 + MIN_MEDIAN_CHANGE` **and** every candidate repeat
+/// [`Rule::MannWhitney`]: `Slower` when the test's p-value is below `alpha` and the
+/// Hodges–Lehmann ratio exceeds `1 + floor`, with the test's interval as `low`–`high`
+/// (rounded outwards to the grid); `Faster` symmetrically; `Same` when the interval
+/// lies within `[1/(1 + floor), 1 + floor]`; `Undecided` otherwise.
+///
+/// [`Rule::Ranges`] (0-day/LKP and mmtests practice): the verdict is `Slower` only if the
+/// median ratio exceeds `1 + floor` **and** every candidate repeat
 /// is slower than every baseline repeat (`min(candidate) > max(baseline)`);
 /// symmetrically `Faster` if the baseline's median exceeds the candidate's by
 /// that factor and `max(candidate) < min(baseline)`; otherwise `Same`. The
@@ -251,33 +272,85 @@ pub struct Comparison {
 /// threshold decides; run at least 3 repeats for the separation test to mean
 /// anything. Returns `None` if either slice is empty or contains a non-finite
 /// or non-positive value (a ratio of elapsed times is then undefined).
-pub fn compare(candidate: &[f64], baseline: &[f64]) -> Option<Comparison> {
+pub fn compare(candidate: &[f64], baseline: &[f64], policy: &VerdictPolicy) -> Option<Comparison> {
     let c = summarize(candidate)?;
     let b = summarize(baseline)?;
     if c.min <= 0.0 || b.min <= 0.0 {
         return None;
     }
     let median_ratio = c.median / b.median;
-    let threshold = 1.0 + MIN_MEDIAN_CHANGE;
-    let verdict = if median_ratio > threshold && c.min > b.max {
-        Verdict::Slower { low: floor_to_grid(c.min / b.max), high: ceil_to_grid(c.max / b.min) }
-    } else if 1.0 / median_ratio > threshold && c.max < b.min {
-        Verdict::Faster { low: floor_to_grid(b.min / c.max), high: ceil_to_grid(b.max / c.min) }
-    } else {
-        Verdict::Same
+    let threshold = 1.0 + policy.floor;
+    let test = verdict::test(candidate, baseline, policy.alpha);
+    let verdict = match policy.rule {
+        Rule::Ranges if median_ratio > threshold && c.min > b.max => {
+            Verdict::Slower { low: floor_to_grid(c.min / b.max), high: ceil_to_grid(c.max / b.min) }
+        }
+        Rule::Ranges if 1.0 / median_ratio > threshold && c.max < b.min => {
+            Verdict::Faster { low: floor_to_grid(b.min / c.max), high: ceil_to_grid(b.max / c.min) }
+        }
+        Rule::Ranges => Verdict::Same,
+        Rule::MannWhitney => mann_whitney_verdict(&test, policy),
     };
     Some(Comparison {
         ranges_overlap: !(c.min > b.max || c.max < b.min),
+        detectable: Some(verdict::min_detectable(candidate, baseline, policy)),
         candidate: c,
         baseline: b,
         median_ratio,
         verdict,
+        policy: *policy,
+        test: Some(test),
     })
+}
+
+/// The Mann–Whitney rule's verdict from its test (see [`compare`]).
+fn mann_whitney_verdict(t: &Test, policy: &VerdictPolicy) -> Verdict {
+    let threshold = 1.0 + policy.floor;
+    match t.interval {
+        Some([lo, hi]) if t.p_value < policy.alpha && t.ratio > threshold => {
+            Verdict::Slower { low: floor_to_grid(lo), high: ceil_to_grid(hi) }
+        }
+        Some([lo, hi]) if t.p_value < policy.alpha && 1.0 / t.ratio > threshold => {
+            Verdict::Faster { low: floor_to_grid(1.0 / hi), high: ceil_to_grid(1.0 / lo) }
+        }
+        Some([lo, hi]) if lo >= 1.0 / threshold && hi <= threshold => Verdict::Same,
+        _ => Verdict::Undecided,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn compare_ranges(c: &[f64], b: &[f64]) -> Option<Comparison> {
+        compare(c, b, &VerdictPolicy::recorded_before())
+    }
+
+    #[test]
+    fn mann_whitney_decides_with_enough_repeats_and_says_undecided_otherwise() {
+        let mw = VerdictPolicy::default();
+        let base = [10.0, 10.4, 9.8, 10.1, 10.3, 9.9];
+        let slow: Vec<f64> = base.iter().map(|x| x * 1.5).collect();
+        let c = compare(&slow, &base, &mw).unwrap();
+        assert!(matches!(c.verdict, Verdict::Slower { .. }), "{:?}", c.verdict);
+        let fast: Vec<f64> = base.iter().map(|x| x / 1.5).collect();
+        assert!(matches!(compare(&fast, &base, &mw).unwrap().verdict, Verdict::Faster { .. }));
+        // The same values 3 by 3: the exact test can't go below p = 0.1.
+        let c = compare(&slow[..3], &base[..3], &mw).unwrap();
+        assert_eq!(c.verdict, Verdict::Undecided);
+        assert_eq!(c.verdict.to_string(), "undecided");
+        assert_eq!(c.detectable, Some(Detectable::TooFewRepeats));
+        // A/A with quiet repeats: the interval lies inside ±10 %.
+        let again = [10.1, 10.2, 9.9, 10.0, 10.35, 9.85];
+        assert_eq!(compare(&again, &base, &mw).unwrap().verdict, Verdict::Same);
+        // Significant but small (+4 %): not slower; the interval inside ±10 %: same.
+        let bit: Vec<f64> = base.iter().map(|x| x * 1.04).collect();
+        assert_eq!(compare(&bit, &base, &mw).unwrap().verdict, Verdict::Same);
+        // ±25 % noise, no change: undecided, not same.
+        let noisy_a = [10.0, 13.0, 7.5, 11.0, 8.5, 12.0];
+        let noisy_b = [11.0, 8.0, 12.5, 9.0, 13.0, 7.8];
+        assert_eq!(compare(&noisy_a, &noisy_b, &mw).unwrap().verdict, Verdict::Undecided);
+    }
 
     fn counters(pairs: &[(&str, u64)]) -> Counters {
         pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
@@ -332,20 +405,20 @@ mod tests {
     fn verdict_slower_with_separated_ranges() {
         let base = [40.1, 41.9, 43.0];
         let cand = [120.4, 131.0, 140.2];
-        let c = compare(&cand, &base).unwrap();
+        let c = compare_ranges(&cand, &base).unwrap();
         assert!(!c.ranges_overlap);
         // 120.4/43.0 = 2.80 -> 2.5 ; 140.2/40.1 = 3.50 -> 3.5
         assert_eq!(c.verdict, Verdict::Slower { low: 2.5, high: 3.5 });
         assert_eq!(c.verdict.to_string(), "slower (2.5x–3.5x)");
         assert!((c.median_ratio - 131.0 / 41.9).abs() < 1e-12);
         // Noise that stays inside the grid cells does not change the words.
-        let c2 = compare(&[121.0, 130.0, 139.0], &[40.5, 42.0, 42.8]).unwrap();
+        let c2 = compare_ranges(&[121.0, 130.0, 139.0], &[40.5, 42.0, 42.8]).unwrap();
         assert_eq!(c2.verdict.to_string(), "slower (2.5x–3.5x)");
     }
 
     #[test]
     fn verdict_faster_is_symmetric() {
-        let c = compare(&[40.1, 41.9, 43.0], &[120.4, 131.0, 140.2]).unwrap();
+        let c = compare_ranges(&[40.1, 41.9, 43.0], &[120.4, 131.0, 140.2]).unwrap();
         assert_eq!(c.verdict, Verdict::Faster { low: 2.5, high: 3.5 });
         assert_eq!(c.verdict.to_string(), "faster (2.5x–3.5x)");
     }
@@ -353,7 +426,7 @@ mod tests {
     #[test]
     fn verdict_same_when_ranges_overlap_despite_large_median_change() {
         // Medians 10 vs 20 (2x), but one baseline outlier overlaps the candidate range.
-        let c = compare(&[19.0, 20.0, 21.0], &[9.0, 10.0, 25.0]).unwrap();
+        let c = compare_ranges(&[19.0, 20.0, 21.0], &[9.0, 10.0, 25.0]).unwrap();
         assert!(c.ranges_overlap);
         assert_eq!(c.verdict, Verdict::Same);
         assert_eq!(c.verdict.to_string(), "same");
@@ -361,39 +434,39 @@ mod tests {
 
     #[test]
     fn verdict_same_for_small_but_separated_change() {
-        let c = compare(&[10.6, 10.7, 10.8], &[10.0, 10.1, 10.2]).unwrap();
+        let c = compare_ranges(&[10.6, 10.7, 10.8], &[10.0, 10.1, 10.2]).unwrap();
         assert!(!c.ranges_overlap);
-        assert_eq!(c.verdict, Verdict::Same, "+6 % is below MIN_MEDIAN_CHANGE");
+        assert_eq!(c.verdict, Verdict::Same, "+6 % is below the floor");
     }
 
     #[test]
     fn verdict_identical_values() {
-        let c = compare(&[5.0, 5.0], &[5.0, 5.0]).unwrap();
+        let c = compare_ranges(&[5.0, 5.0], &[5.0, 5.0]).unwrap();
         assert_eq!((c.verdict, c.median_ratio, c.ranges_overlap), (Verdict::Same, 1.0, true));
     }
 
     #[test]
     fn verdict_single_repeat_relies_on_threshold() {
-        let c = compare(&[3.0], &[1.0]).unwrap();
+        let c = compare_ranges(&[3.0], &[1.0]).unwrap();
         assert_eq!(c.verdict, Verdict::Slower { low: 3.0, high: 3.0 });
         assert_eq!(c.verdict.to_string(), "slower (3.0x)");
-        assert_eq!(compare(&[1.05], &[1.0]).unwrap().verdict, Verdict::Same);
+        assert_eq!(compare_ranges(&[1.05], &[1.0]).unwrap().verdict, Verdict::Same);
     }
 
     #[test]
     fn verdict_threshold_boundary_is_exclusive() {
         // 2.2 / 2.0 is exactly the threshold (up to rounding) and not "more than 10 %".
-        let c = compare(&[2.2], &[2.0]).unwrap();
-        assert!(c.median_ratio <= 1.0 + MIN_MEDIAN_CHANGE + 1e-12);
+        let c = compare_ranges(&[2.2], &[2.0]).unwrap();
+        assert!(c.median_ratio <= 1.0 + crate::plan::measurement::DEFAULT_FLOOR + 1e-12);
         assert_eq!(c.verdict, Verdict::Same);
-        assert_eq!(compare(&[2.25], &[2.0]).unwrap().verdict, Verdict::Slower { low: 1.1, high: 1.2 });
+        assert_eq!(compare_ranges(&[2.25], &[2.0]).unwrap().verdict, Verdict::Slower { low: 1.1, high: 1.2 });
     }
 
     #[test]
     fn compare_rejects_unusable_input() {
-        assert!(compare(&[], &[1.0]).is_none());
-        assert!(compare(&[1.0], &[0.0]).is_none());
-        assert!(compare(&[f64::INFINITY], &[1.0]).is_none());
+        assert!(compare_ranges(&[], &[1.0]).is_none());
+        assert!(compare_ranges(&[1.0], &[0.0]).is_none());
+        assert!(compare_ranges(&[f64::INFINITY], &[1.0]).is_none());
     }
 
     #[test]

@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::schema::measure::Rule;
+use crate::schema::measure::VerdictSpec;
 pub use crate::schema::measure::{Better, When};
 use crate::schema::SnapshotVerdicts;
 
@@ -46,8 +48,57 @@ pub struct MeasurementPlan {
     pub table: Vec<String>,
     /// What the suite's snapshot keeps.
     pub snapshot: SnapshotPolicy,
+    /// How its comparisons are decided (plans saved before it existed: the ranges
+    /// rule, which made their verdicts).
+    #[serde(default = "VerdictPolicy::recorded_before")]
+    pub verdict: VerdictPolicy,
     /// Every iteration, in the order they run.
     pub iterations: Vec<Iteration>,
+}
+
+/// The rule of new suites.
+pub const DEFAULT_RULE: Rule = Rule::MannWhitney;
+/// Default significance level of [`Rule::MannWhitney`].
+pub const DEFAULT_ALPHA: f64 = 0.01;
+/// Default effect floor (a fraction: 0.10 is 10 %), also the ranges rule's threshold.
+pub const DEFAULT_FLOOR: f64 = 0.10;
+
+/// How a measurement's comparisons are decided (in `plan.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct VerdictPolicy {
+    /// The rule.
+    pub rule: Rule,
+    /// Significance level of the test and `1 − alpha` the interval's confidence.
+    pub alpha: f64,
+    /// Effect floor, a fraction of the baseline (0.10: changes up to 10 % are not
+    /// flagged).
+    pub floor: f64,
+}
+
+impl VerdictPolicy {
+    /// The policy a suite's `verdict:` and a measurement's own (`own`, its keys
+    /// winning) give, each key defaulting to [`DEFAULT_RULE`], [`DEFAULT_ALPHA`],
+    /// [`DEFAULT_FLOOR`].
+    pub fn from_specs(suite: Option<&VerdictSpec>, own: Option<&VerdictSpec>) -> Self {
+        let pick = |f: fn(&VerdictSpec) -> Option<f64>| own.and_then(f).or_else(|| suite.and_then(f));
+        VerdictPolicy {
+            rule: own.and_then(|v| v.rule).or_else(|| suite.and_then(|v| v.rule)).unwrap_or(DEFAULT_RULE),
+            alpha: pick(|v| v.alpha).unwrap_or(DEFAULT_ALPHA),
+            floor: pick(|v| v.floor).unwrap_or(DEFAULT_FLOOR),
+        }
+    }
+
+    /// The policy of plans saved before verdict policies existed: the ranges rule,
+    /// which made their verdicts.
+    pub fn recorded_before() -> Self {
+        VerdictPolicy { rule: Rule::Ranges, alpha: DEFAULT_ALPHA, floor: DEFAULT_FLOOR }
+    }
+}
+
+impl Default for VerdictPolicy {
+    fn default() -> Self {
+        VerdictPolicy { rule: DEFAULT_RULE, alpha: DEFAULT_ALPHA, floor: DEFAULT_FLOOR }
+    }
 }
 
 /// One measured VM and the commands of its iterations.

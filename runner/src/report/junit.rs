@@ -10,8 +10,10 @@
 //!   read for that VM (the measurement's problems), or when the VM has no value to
 //!   compare. The verdict itself (`same`, `slower (1.1x–1.3x)`, …) is **not** a failure:
 //!   it is what was measured, reported as the properties `verdict`, `median`,
-//!   `ratio_to_baseline` and in `system-out`; whether a verdict is the expected one is
-//!   the suite's snapshot test's job (`cargo test --test suites`).
+//!   `ratio_to_baseline`, `p_value` and `ratio_interval` (Mann–Whitney, candidate ÷
+//!   baseline), `min_detectable_change` (a fraction) and in `system-out`; whether a
+//!   verdict is the expected one is the suite's snapshot test's job
+//!   (`cargo test --test suites`).
 
 use std::time::Duration;
 
@@ -86,6 +88,17 @@ pub fn junit(record: &RunRecord, results: Option<&Results>) -> String {
                 }
                 if let Some(x) = v.ratio_to_baseline {
                     tc.add_property(Property::new("ratio_to_baseline", format!("{x:.4}")));
+                }
+                if let Some(t) = v.comparison.as_ref().and_then(|c| c.test.as_ref()) {
+                    tc.add_property(Property::new("p_value", format!("{:.4}", t.p_value)));
+                    if let Some([lo, hi]) = t.interval {
+                        tc.add_property(Property::new("ratio_interval", format!("{lo:.4}-{hi:.4}")));
+                    }
+                }
+                if let Some(crate::measure::verdict::Detectable::Change { change, .. }) =
+                    v.comparison.as_ref().and_then(|c| c.detectable)
+                {
+                    tc.add_property(Property::new("min_detectable_change", format!("{change:.4}")));
                 }
                 tc.set_system_out(format!(
                     "{} on {} ({}): median {} {}, verdict {verdict}\n",

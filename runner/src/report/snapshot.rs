@@ -341,10 +341,12 @@ fn metrics_present(i: &IterationResult) -> Vec<String> {
     present
 }
 
-/// `same`, `worse` or `better` (`slower`/`faster` for times): the verdict without its ratio.
+/// `same`, `undecided`, `worse` or `better` (`slower`/`faster` for times): the verdict
+/// without its ratio.
 pub fn verdict_direction(v: &Verdict, worse: &'static str, better: &'static str) -> &'static str {
     match v {
         Verdict::Same => "same",
+        Verdict::Undecided => "undecided",
         Verdict::Slower { .. } => worse,
         Verdict::Faster { .. } => better,
     }
@@ -360,6 +362,7 @@ pub fn verdict_direction(v: &Verdict, worse: &'static str, better: &'static str)
 pub fn verdict_words(v: &Verdict, median_ratio: f64, worse: &str, better: &str) -> String {
     let (word, r) = match v {
         Verdict::Same => return "same".into(),
+        Verdict::Undecided => return "undecided".into(),
         Verdict::Slower { .. } => (worse, median_ratio),
         Verdict::Faster { .. } => (better, 1.0 / median_ratio),
     };

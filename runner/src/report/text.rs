@@ -42,6 +42,7 @@ pub fn tables(a: &Analysis) -> String {
             Some(preset) => text.push_str(&preset.table(m)),
             None => text.push_str(&table(m, p)),
         }
+        text.push_str(&verdict_lines(m));
     }
     for p in vm_problems {
         let _ = writeln!(text, "{p}");
@@ -189,5 +190,72 @@ fn fmt_value(v: f64) -> String {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")
+    }
+}
+
+/// One line per comparison of a measurement: the rule, the exact Mann–Whitney test
+/// (p-value, Hodges–Lehmann ratio, interval), the verdict, and the smallest change the
+/// run could have flagged, e.g.
+/// `client-b vs client-a: undecided (mann_whitney, α 0.01, floor 10 %): p = 0.70 (3 and 3 repeats: p ≥ 0.10), ratio 0.82x, no 99 % interval; no change could be flagged: 3 and 3 repeats can't reach p < 0.01`.
+pub fn verdict_lines(m: &MeasurementResult) -> String {
+    use crate::measure::verdict::{Detectable, Rule};
+    let mut t = String::new();
+    for v in m.vms.iter().filter(|v| v.vm != m.baseline) {
+        let Some(c) = &v.comparison else { continue };
+        let p = &c.policy;
+        let rule = match p.rule {
+            Rule::Ranges => format!("ranges, floor {}", pct(p.floor)),
+            Rule::MannWhitney => format!("mann_whitney, α {}, floor {}", p.alpha, pct(p.floor)),
+        };
+        let sizes = format!("{} and {} repeats", c.candidate.n, c.baseline.n);
+        let mut line = format!("{} vs {}: {} ({rule})", v.vm, m.baseline, v.verdict.as_deref().unwrap_or("-"));
+        if let Some(test) = &c.test {
+            let level = pct(test.confidence);
+            let interval = test.interval.map_or(format!("no {level} interval from {sizes}"), |[lo, hi]| {
+                format!("{level} interval {lo:.2}x–{hi:.2}x")
+            });
+            let _ = write!(
+                line,
+                ": Mann–Whitney p = {} ({sizes}: p ≥ {}), ratio {:.2}x, {interval}",
+                fmt_p(test.p_value),
+                fmt_p(test.min_p_value),
+                test.ratio
+            );
+        }
+        match c.detectable {
+            Some(Detectable::Change { change, by_floor }) => {
+                let why = if by_floor { " (the floor)" } else { "" };
+                let _ = write!(
+                    line,
+                    "; with this noise and {sizes}, changes smaller than {}{why} would not be flagged",
+                    pct(change)
+                );
+            }
+            Some(Detectable::TooFewRepeats) => {
+                let _ = write!(line, "; no change could be flagged: {sizes} can't reach p < {}", p.alpha);
+            }
+            None => {}
+        }
+        let _ = writeln!(t, "{line}");
+    }
+    t
+}
+
+/// A fraction as a percentage: `10 %`, `99 %`, `99.9 %`, `34.7 %` (one decimal unless whole).
+pub(crate) fn pct(x: f64) -> String {
+    let v = x * 100.0;
+    if (v - v.round()).abs() > 1e-6 {
+        format!("{v:.1} %")
+    } else {
+        format!("{v:.0} %")
+    }
+}
+
+/// A p-value with two significant digits (`0.70`, `0.0079`).
+fn fmt_p(p: f64) -> String {
+    if p >= 0.01 {
+        format!("{p:.2}")
+    } else {
+        format!("{p:.2e}")
     }
 }

@@ -22,6 +22,7 @@
 //!     checks: [{section: size, equals: 104857600}]
 //!     table: [mountstats.COMMIT.ops]         # extra columns: medians of metrics/counters
 //!     snapshot: {verdict: direction, outcome: true, signs: [rpc_retransmissions], sections: [size]}
+//!     verdict: {rule: mann_whitney, alpha: 0.01, floor: 0.10}   # also at the suite's top level
 //! ```
 
 use std::time::Duration;
@@ -96,6 +97,9 @@ pub struct MeasureSpec {
     /// What the suite's snapshot keeps of this measurement.
     #[serde(default)]
     pub snapshot: Option<MeasureSnapshotSpec>,
+    /// How its comparisons are decided (overrides the suite's `verdict:`, key by key).
+    #[serde(default)]
+    pub verdict: Option<VerdictSpec>,
 }
 
 /// One observer in `observe:`: a kind of [`crate::parse::OBSERVERS`] by name
@@ -210,6 +214,33 @@ pub enum Better {
     Lower,
     /// Larger values are better (throughput).
     Higher,
+}
+
+/// Which rule decides a comparison (`verdict.rule` of the suite or a measurement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// Medians more than the floor apart and separated ranges (0-day/LKP, mmtests).
+    Ranges,
+    /// Exact Mann–Whitney U at `alpha` and the effect floor; may be `undecided`.
+    MannWhitney,
+}
+
+/// `verdict:` of the suite (every measurement) or of one measurement (overriding the
+/// suite's for it).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VerdictSpec {
+    /// `mann_whitney` (default) or `ranges`.
+    #[serde(default)]
+    pub rule: Option<Rule>,
+    /// Significance level of `mann_whitney` (default 0.01; 0.0001 to 0.2).
+    #[serde(default)]
+    pub alpha: Option<f64>,
+    /// Effect floor, a fraction (default 0.10: 10 %; 0 to 1): smaller changes are
+    /// never flagged.
+    #[serde(default)]
+    pub floor: Option<f64>,
 }
 
 /// One entry of `checks:`.

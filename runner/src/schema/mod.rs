@@ -50,6 +50,10 @@ pub struct SuiteSpec {
     /// Measurements: any command timed on several VMs (see [`crate::schema::measure`]).
     #[serde(default)]
     pub measure: Vec<MeasureSpec>,
+    /// How every measurement's comparisons are decided (a measurement's own
+    /// `verdict:` overrides it, key by key).
+    #[serde(default)]
+    pub verdict: Option<measure::VerdictSpec>,
 }
 
 impl SuiteSpec {

@@ -27,6 +27,8 @@ pub enum Direction {
     Improvement,
     /// Within the noise.
     Same,
+    /// Neither a change nor its absence shown (the Mann–Whitney rule).
+    Undecided,
     /// Not compared (no values).
     Unknown,
 }
@@ -37,6 +39,7 @@ pub fn direction(v: &VmResult) -> Direction {
         Some(Verdict::Slower { .. }) => Direction::Regression,
         Some(Verdict::Faster { .. }) => Direction::Improvement,
         Some(Verdict::Same) => Direction::Same,
+        Some(Verdict::Undecided) => Direction::Undecided,
         None => Direction::Unknown,
     }
 }
@@ -100,6 +103,7 @@ pub(super) fn summary_line(m: &MeasurementResult, base: &VmResult, c: &VmResult)
         Direction::Regression => "regression: ",
         Direction::Improvement => "improvement: ",
         Direction::Same => "no change beyond noise: ",
+        Direction::Undecided => "undecided (this run could not tell): ",
         Direction::Unknown => "",
     };
     format!(

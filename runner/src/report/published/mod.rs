@@ -163,9 +163,24 @@ fn summary_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) ->
     if repeats > 0 {
         about.push_str(&format!(", {repeats} repeat(s) per VM"));
     }
-    about.push_str(". Verdict rule (0-day/mmtests practice): a change is flagged only when the medians differ by more than 10% and the ranges of the repeats do not overlap.");
+    about.push('.');
+    let mut rules: Vec<String> = a.plan.measurements.iter().map(|m| rule_words(&m.verdict)).collect();
+    rules.dedup();
+    for rule in rules {
+        about.push(' ');
+        about.push_str(&rule);
+    }
     s.push(Block::Para(about));
     s
+}
+
+/// The verdict rule of a measurement in one sentence.
+fn rule_words(p: &crate::plan::measurement::VerdictPolicy) -> String {
+    let floor = crate::report::text::pct(p.floor);
+    match p.rule {
+        crate::plan::measurement::Rule::Ranges => format!("Verdict rule (0-day/mmtests practice): a change is flagged only when the medians differ by more than {floor} and the ranges of the repeats do not overlap."),
+        crate::plan::measurement::Rule::MannWhitney => format!("Verdict rule: exact Mann–Whitney test; slower/faster when p < {} and the Hodges–Lehmann ratio is beyond {floor}, same when its {} interval lies within ±{floor}, undecided otherwise.", p.alpha, crate::report::text::pct(1.0 - p.alpha)),
+    }
 }
 
 /// Environment: host, QEMU, accel, vmrepro, the suite.
@@ -352,6 +367,10 @@ fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm])
             })
             .collect();
         s.push(Block::Chart(strip_chart(&format!("{}: {}", m.name, m.metric), unit_of(&m.metric), &series)));
+        let lines: Vec<String> = crate::report::text::verdict_lines(m).lines().map(str::to_string).collect();
+        if !lines.is_empty() {
+            s.push(Block::Items(lines));
+        }
     }
     if r.measurements.is_empty() {
         s.push(Block::Para("The suite has no measurement.".into()));

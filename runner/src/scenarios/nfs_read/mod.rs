@@ -196,6 +196,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
             signs: vec![],
             sections: vec![],
         },
+        verdict: crate::plan::measurement::VerdictPolicy::from_specs(suite.verdict.as_ref(), None),
         iterations: vec![],
     };
     (plan, m)

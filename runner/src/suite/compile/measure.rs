@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::plan::measurement::{
     Better, Bytes, Check, Commands, Expect, MeasuredVm, MeasurementPlan, Metric, Observer, Record, RemoteObserver,
-    Scope, SnapshotPolicy,
+    Scope, SnapshotPolicy, VerdictPolicy,
 };
 use crate::plan::nfs_read::NfsPlan;
 use crate::plan::{names, Dependency, VmPlan, DEFAULT_METRIC, DEFAULT_REPEAT};
@@ -102,6 +102,7 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
             signs: snap.signs,
             sections: snap.sections,
         },
+        verdict: VerdictPolicy::from_specs(suite.verdict.as_ref(), spec.verdict.as_ref()),
         iterations: vec![],
     }
 }

@@ -12,6 +12,10 @@ pub const TIMEOUT: std::ops::RangeInclusive<Duration> = Duration::from_secs(1)..
 pub const REPEAT: std::ops::RangeInclusive<u32> = 1..=100;
 /// Warm-up iterations per VM (`warmup`).
 pub const WARMUP: std::ops::RangeInclusive<u32> = 0..=10;
+/// Significance level of a verdict (`verdict.alpha`).
+pub const ALPHA: std::ops::RangeInclusive<f64> = 0.0001..=0.2;
+/// Effect floor of a verdict, a fraction (`verdict.floor`).
+pub const FLOOR: std::ops::RangeInclusive<f64> = 0.0..=1.0;
 /// Exit statuses (`expect_exit`).
 pub const EXIT_STATUS: std::ops::RangeInclusive<i32> = 0..=255;
 /// MTU, bytes. The top is a tap device's largest MTU (65535 less its 14-byte

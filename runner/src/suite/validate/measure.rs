@@ -140,6 +140,9 @@ fn check_numbers_and_commands(errs: &mut Vec<ValidationError>, m: &MeasureSpec, 
     if let Some(w) = m.warmup {
         range(errs, &format!("{k}.warmup"), w, &limits::WARMUP, "");
     }
+    if let Some(v) = &m.verdict {
+        super::rules::verdict_spec(errs, &format!("{k}.verdict"), v);
+    }
     if let Some(e) = m.expect_exit {
         exit_status(errs, &format!("{k}.expect_exit"), e);
     }

@@ -38,6 +38,17 @@ pub(crate) fn range<T: PartialOrd + std::fmt::Display>(
     }
 }
 
+/// Checks a `verdict:` block at `key`: `alpha` and `floor` within their limits (a NaN
+/// or an infinity is out of every range).
+pub(crate) fn verdict_spec(errs: &mut Vec<ValidationError>, key: &str, v: &crate::schema::measure::VerdictSpec) {
+    if let Some(a) = v.alpha {
+        range(errs, &format!("{key}.alpha"), a, &limits::ALPHA, "");
+    }
+    if let Some(f) = v.floor {
+        range(errs, &format!("{key}.floor"), f, &limits::FLOOR, "");
+    }
+}
+
 /// Checks a per-VM map of snapshot verdict overrides at `key` (`key.<vm>` per entry):
 /// every VM must be one of `compared` (the measured VMs, in order) and not the
 /// baseline (`baseline`, else the first of `compared`), which has no verdict.

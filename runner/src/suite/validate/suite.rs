@@ -33,6 +33,9 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
         nfs_read::check(&mut errs, s, n, catalog);
     }
     measure::check(&mut errs, s);
+    if let Some(v) = &s.verdict {
+        super::rules::verdict_spec(&mut errs, "verdict", v);
+    }
     errs
 }
 
