@@ -89,7 +89,9 @@ pub fn analyse_read_only(dir: &Path) -> Result<Analysis, AnalyseError> {
 fn analyse_with(dir: &Path, write: bool) -> Result<Analysis, AnalyseError> {
     let folder = Folder::open(dir).map_err(RunDirError::from)?;
     for missing in [PLAN_FILE, RUN_FILE] {
-        if !folder.is_file(missing) {
+        // Only a missing file makes it "not a run folder"; a link or pipe in its place
+        // is refused by the read below, by name.
+        if matches!(folder.kind(missing), Ok(None)) {
             return Err(AnalyseError::NotARunFolder { dir: dir.to_path_buf(), missing });
         }
     }

@@ -321,6 +321,18 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
     if !run_folder.is_file(RUN_FILE) {
         return Err(BundleError::NotARunFolder { dir: run_dir.to_path_buf(), missing: RUN_FILE.into() });
     }
+    // A link, pipe or device anywhere in the run folder is refused before anything is
+    // read through it.
+    for (rel, kind) in
+        run_folder.walk().map_err(|e| BundleError::Format { path: run_dir.to_path_buf(), message: e.to_string() })?
+    {
+        if let Kind::Other(what) = kind {
+            return Err(BundleError::Format {
+                path: run_dir.to_path_buf(),
+                message: format!("{rel} is {what}; a run folder holds only regular files and folders"),
+            });
+        }
+    }
     let record: RunRecord = read_record(run_dir)
         .map_err(|e| BundleError::Format { path: run_dir.join(RUN_FILE), message: e.to_string() })?;
     let env = environment::read(run_dir);
@@ -408,18 +420,11 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
 
     // The run folder.
     let mut cut_logs = Vec::new();
-    // Through the confined layer: a link, pipe or device in the run folder is refused by
-    // name, never followed or read.
+    // Through the confined layer: nothing is followed, every read is bounded.
     let refused = |message: String| BundleError::Format { path: run_dir.to_path_buf(), message };
     for (rel, kind) in run_folder.walk().map_err(|e| refused(e.to_string()))? {
-        match kind {
-            Kind::Folder => continue,
-            Kind::Other(what) => {
-                return Err(refused(format!("{rel} is {what}; a run folder holds only regular files and folders")))
-            }
-            Kind::File(_) => {}
-        }
-        if rel.ends_with(".tmp") {
+        // (Links were refused above; one made since is refused by the read.)
+        if !matches!(kind, Kind::File(_)) || rel.ends_with(".tmp") {
             continue;
         }
         let mut data = run_folder.read(&rel, MAX_OUTPUT_BYTES).map_err(|e| refused(e.to_string()))?;

@@ -278,7 +278,16 @@ impl StepRecord {
     /// not a regular file, outside `run_dir` or over [`MAX_OUTPUT_BYTES`].
     pub fn stdout_text(&self, run_dir: &Path) -> Result<String, RunDirError> {
         let Some(rel) = &self.stdout else { return Ok(String::new()) };
-        Ok(Folder::open(run_dir)?.read_text(rel, MAX_OUTPUT_BYTES)?)
+        match Folder::open(run_dir)?.read_text(rel, MAX_OUTPUT_BYTES) {
+            Err(FileError::Outside { path, .. }) => Err(RunDirError::Json {
+                path: run_dir.join(super::RUN_FILE),
+                message: format!(
+                    "step {}: stdout {path:?} is not a plain relative path inside the run folder",
+                    self.name
+                ),
+            }),
+            r => Ok(r?),
+        }
     }
 }
 
