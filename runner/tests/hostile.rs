@@ -315,3 +315,43 @@ fn hostile_bundles_are_refused_naming_the_entry_and_nothing_outside_is_touched()
     assert_eq!(fingerprint(&w.canary), before, "the canary folder changed");
     insta::assert_yaml_snapshot!("bad_bundles", seen);
 }
+
+/// A file a suite copies into a guest that is a link to a host file, or a named pipe,
+/// is refused by `plan` (at the key, without waiting), and the host file's text is in
+/// no plan; so is a link inside the suite's folder (no link is followed).
+#[test]
+fn a_suites_copied_file_that_is_a_link_or_pipe_is_refused() {
+    let w = World::new();
+    let before = fingerprint(&w.canary);
+    let suite_dir = w.tmp.path().join("suite");
+    std::fs::create_dir_all(&suite_dir).unwrap();
+    std::os::unix::fs::symlink(w.canary.join("secret"), suite_dir.join("linked")).unwrap();
+    nix::unistd::mkfifo(&suite_dir.join("pipe"), nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    // A link that stays inside the suite's folder passes validation; the compiler's
+    // read, through the confined layer, still follows no link.
+    std::fs::write(suite_dir.join("real"), "inside\n").unwrap();
+    std::os::unix::fs::symlink("real", suite_dir.join("linked-inside")).unwrap();
+    let images = repo_root().join("images").display().to_string();
+    let mut seen = BTreeMap::new();
+    for src in ["linked", "pipe", "linked-inside"] {
+        let suite = suite_dir.join(format!("{src}.yaml"));
+        std::fs::write(
+            &suite,
+            format!(
+                "name: demo\nnetwork:\n  subnet: 10.80.0.0/24\nvms:\n  - name: client\n    kernel: {{ debian: \"6.1\" }}\n    \
+                 address: 10.80.0.11\n    files: [{{ src: {src}, dest: /root/{src} }}]\n"
+            ),
+        )
+        .unwrap();
+        let out = Command::new(vmrepro_bin())
+            .args(["--images", &images, "plan", &suite.display().to_string()])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{src}: plan passed");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(SECRET));
+        let err = String::from_utf8_lossy(&out.stderr).replace(&w.tmp.path().display().to_string(), "[TMP]");
+        seen.insert(src.to_string(), err.trim_end().to_string());
+    }
+    assert_eq!(fingerprint(&w.canary), before);
+    insta::assert_yaml_snapshot!("bad_suite_files", seen);
+}
