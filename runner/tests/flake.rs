@@ -42,7 +42,7 @@ fn the_flakes_tests_are_cargo_fast() {
     let list = flake.split("cargoTestFlags = [").nth(1).and_then(|r| r.split(']').next()).expect("cargoTestFlags");
     let flags: Vec<&str> = list.split_whitespace().map(|w| w.trim_matches('"')).collect();
     assert_eq!(flags.join(" "), fast_tier_flags());
-    for binary in ["plans", "bad_suites", "parsers", "analyse", "publish", "repin", "flake", "readme"] {
+    for binary in ["plans", "bad_suites", "parsers", "analyse", "publish", "hostile", "repin", "flake", "readme"] {
         assert!(flags.windows(2).any(|w| w == ["--test", binary]), "{binary} is in the fast tier");
     }
 }

@@ -332,7 +332,8 @@ fn a_bundle_round_trips_and_compares_equal_to_its_run() {
         vmrepro::infra::images::rootfs::rootfs_key_with(&here, &recipe).unwrap()
     );
     // Bundle against run folder: the same results, every verdict agrees.
-    let (a, b) = (open(&dir).unwrap(), open(&out).unwrap());
+    let budget = vmrepro::publish::bundle::Budget::default();
+    let (a, b) = (open(&dir, &budget).unwrap(), open(&out, &budget).unwrap());
     let (d, _) = compare(&a, &b);
     assert!(d.agrees(), "{}", d.text);
     assert!(d.text.contains("client-b"));
@@ -346,7 +347,7 @@ fn a_bundle_round_trips_and_compares_equal_to_its_run() {
     let b_vm = vms.iter_mut().find(|v| v["vm"] == "client-b").unwrap();
     b_vm["verdict"] = "slower (1.2x–1.4x)".into();
     std::fs::write(&path, serde_json::to_string(&r).unwrap()).unwrap();
-    let (d, _) = compare(&a, &open(&other).unwrap());
+    let (d, _) = compare(&a, &open(&other, &budget).unwrap());
     assert!(!d.agrees());
     assert_eq!(d.disagreements, ["nfs-read/client-b: same → slower"], "{}", d.text);
 }
@@ -382,7 +383,7 @@ fn replay_says_plainly_when_a_pinned_package_left_the_archive() {
     let archive = support::FileServer::start(BTreeMap::new());
     std::env::set_var("VMREPRO_DEBIAN_MIRROR", format!("{}/debian", archive.url));
     let empty = Cache::new(tmp.path().join("empty-cache"));
-    let e = prepare(&out, &empty).unwrap_err();
+    let e = prepare(&out, &empty, &vmrepro::publish::bundle::Budget::default()).unwrap_err();
     std::env::remove_var("VMREPRO_DEBIAN_MIRROR");
     assert!(matches!(e, ReplayError::PackageGone(_)), "{e}");
     let text = e.to_string();

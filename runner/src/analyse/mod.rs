@@ -14,4 +14,4 @@ pub mod run_dir;
 pub mod vm_facts;
 
 pub use results::{Results, RESULTS_FILE};
-pub use run_dir::{analyse_dir, AnalyseError, Analysis};
+pub use run_dir::{analyse_dir, analyse_read_only, AnalyseError, Analysis};

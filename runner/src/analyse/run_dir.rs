@@ -7,9 +7,10 @@ use serde::Deserialize;
 use super::results::{Results, RESULTS_FILE, RESULTS_SCHEMA};
 use super::vm_facts::{vm_facts, PlanVmView};
 use crate::measure::analysis;
+use crate::path_io::Folder;
 use crate::plan::measurement::MeasurementPlan;
 use crate::plan::nfs_read::NfsPlan;
-use crate::run::record::{read_json, write_json, RunDirError, RunRecord, StepRecord};
+use crate::run::record::{read_json_in, read_record, write_json, RunDirError, RunRecord, StepRecord};
 use crate::run::{PLAN_FILE, RUN_FILE};
 use crate::scenarios::nfs_read;
 
@@ -66,24 +67,42 @@ pub enum AnalyseError {
 }
 
 /// Analyses the run folder `dir` and writes `results.json` (and the `nfs_read`
-/// report-layout files) into it. Reads nothing but the folder.
+/// report-layout files) into it. Reads nothing but the folder (no link followed, every
+/// file bounded, step outputs only inside it).
 ///
 /// Errors: [`AnalyseError::NotARunFolder`] without `plan.json`/`run.json`;
-/// [`AnalyseError::RunDir`] when a file can't be read, parsed or written.
+/// [`AnalyseError::RunDir`] when a file can't be read, parsed or written, or `run.json`
+/// has another schema than [`crate::run::record::RUN_SCHEMA`].
 pub fn analyse_dir(dir: &Path) -> Result<Analysis, AnalyseError> {
+    let a = analyse_with(dir, true)?;
+    write_json(&dir.join(RESULTS_FILE), &a.results)?;
+    Ok(a)
+}
+
+/// [`analyse_dir`] without writing anything (for `compare`, which only reads).
+///
+/// Errors: as [`analyse_dir`].
+pub fn analyse_read_only(dir: &Path) -> Result<Analysis, AnalyseError> {
+    analyse_with(dir, false)
+}
+
+fn analyse_with(dir: &Path, write: bool) -> Result<Analysis, AnalyseError> {
+    let folder = Folder::open(dir).map_err(RunDirError::from)?;
     for missing in [PLAN_FILE, RUN_FILE] {
-        if !dir.join(missing).is_file() {
+        // Only a missing file makes it "not a run folder"; a link or pipe in its place
+        // is refused by the read below, by name.
+        if matches!(folder.kind(missing), Ok(None)) {
             return Err(AnalyseError::NotARunFolder { dir: dir.to_path_buf(), missing });
         }
     }
-    let plan: PlanView = read_json(&dir.join(PLAN_FILE))?;
-    let record: RunRecord = read_json(&dir.join(RUN_FILE))?;
+    let plan: PlanView = read_json_in(&folder, PLAN_FILE)?;
+    let record: RunRecord = read_record(dir)?;
     let mut measurements = Vec::new();
     let mut nfs = None;
     for m in &plan.measurements {
         let r = analysis::analyse(m, &record, dir)?;
         if let (Some(p), Some(nfs_read::SCENARIO)) = (&plan.nfs_read, m.preset.as_deref()) {
-            nfs = Some(nfs_read::results::analyse(p, m, &r, &record, dir)?);
+            nfs = Some(nfs_read::results::analyse(p, m, &r, &record, dir, write)?);
         }
         measurements.push(r);
     }
@@ -94,6 +113,5 @@ pub fn analyse_dir(dir: &Path) -> Result<Analysis, AnalyseError> {
         }
     }
     let results = Results { schema: RESULTS_SCHEMA, suite: plan.suite.clone(), measurements, nfs_read: nfs, vms };
-    write_json(&dir.join(RESULTS_FILE), &results)?;
     Ok(Analysis { dir: dir.to_path_buf(), plan, record, results })
 }

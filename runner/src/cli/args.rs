@@ -88,6 +88,9 @@ pub(crate) enum Command {
         /// Bind each QEMU process to one host CPU (as `vmrepro run --pin`).
         #[arg(long, env = "VMREPRO_PIN", value_parser = clap::builder::FalseyValueParser::new())]
         pin: bool,
+        /// How much the bundle may unpack to.
+        #[command(flatten)]
+        budget: BudgetArgs,
     },
     /// Print two runs of a suite side by side (run folders or bundles). Exit 0 when
     /// every verdict agrees, 1 when one differs.
@@ -96,6 +99,9 @@ pub(crate) enum Command {
         run_a: PathBuf,
         /// The second run: column B.
         run_b: PathBuf,
+        /// How much a bundle may unpack to.
+        #[command(flatten)]
+        budget: BudgetArgs,
     },
     /// Open an interactive root shell in a VM of a running run (one started with
     /// --keep, or one whose steps still run), over its second serial port.
@@ -244,4 +250,30 @@ pub(crate) enum ImagesCommand {
         #[arg(long)]
         stale_only: bool,
     },
+}
+
+/// The unpacking budget of an untrusted bundle (see SECURITY.md); raise it only for a
+/// bundle you trust.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub(crate) struct BudgetArgs {
+    /// The most all files of a bundle may unpack to, bytes (default 4 GiB).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::publish::bundle::Budget::DEFAULT_TOTAL_BYTES)]
+    pub(crate) max_unpacked_bytes: u64,
+    /// The most one file of a bundle may unpack to, bytes (default 1 GiB).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::publish::bundle::Budget::DEFAULT_FILE_BYTES)]
+    pub(crate) max_file_bytes: u64,
+    /// The most entries (files and folders) a bundle may have (default 20000).
+    #[arg(long, value_name = "N", default_value_t = crate::publish::bundle::Budget::DEFAULT_ENTRIES)]
+    pub(crate) max_entries: u64,
+}
+
+impl BudgetArgs {
+    /// As the library's [`crate::publish::bundle::Budget`].
+    pub(crate) fn budget(&self) -> crate::publish::bundle::Budget {
+        crate::publish::bundle::Budget {
+            total_bytes: self.max_unpacked_bytes,
+            file_bytes: self.max_file_bytes,
+            entries: self.max_entries,
+        }
+    }
 }

@@ -120,10 +120,10 @@ pub(super) async fn dispatch(cli: Cli) -> i32 {
         Command::Bundle { run_dir, output, with_images } => {
             publish::bundle(&run_dir, output, with_images, cli.images.clone(), cache)
         }
-        Command::Replay { bundle, results, junit, fresh_boot, pin } => {
-            publish::replay(&bundle, results, junit.as_deref(), cache, fresh_boot, pin).await
+        Command::Replay { bundle, results, junit, fresh_boot, pin, budget } => {
+            publish::replay(&bundle, results, junit.as_deref(), cache, fresh_boot, pin, budget.budget()).await
         }
-        Command::Compare { run_a, run_b } => publish::compare(&run_a, &run_b),
+        Command::Compare { run_a, run_b, budget } => publish::compare(&run_a, &run_b, &budget.budget()),
         Command::Plan { suite } => match load_or_exit(&suite, cli.images.as_deref()) {
             Ok((plan, _)) => {
                 outln!("{}", serde_json::to_string_pretty(&plan).expect("a plan serializes"));

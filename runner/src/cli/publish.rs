@@ -19,6 +19,8 @@ pub(super) fn bundle(
 ) -> i32 {
     use crate::publish::bundle::{bundle, BundleError, BundleOptions};
     let out = output.unwrap_or_else(|| {
+        // The suite name of an untrusted run.json becomes a plain file name in the
+        // current folder (default_bundle_name sanitises it), never a path.
         let suite = crate::run::record::read_json::<crate::run::RunRecord>(&run_dir.join(crate::run::RUN_FILE))
             .map(|r| r.suite)
             .unwrap_or_else(|_| "run".into());
@@ -71,11 +73,12 @@ pub(super) async fn replay(
     cache: Cache,
     fresh_boot: bool,
     pin: bool,
+    budget: crate::publish::bundle::Budget,
 ) -> i32 {
     use crate::publish::replay::{prepare, ReplayError, ReplayOptions};
     let prepared = {
         let (b, c) = (bundle.to_path_buf(), cache.clone());
-        match tokio::task::spawn_blocking(move || prepare(&b, &c)).await.expect("prepare task") {
+        match tokio::task::spawn_blocking(move || prepare(&b, &c, &budget)).await.expect("prepare task") {
             Ok(p) => p,
             Err(e) => {
                 errln!("error: {e}");
@@ -138,9 +141,9 @@ pub(super) async fn replay(
 }
 
 /// `vmrepro compare`.
-pub(super) fn compare(a: &Path, b: &Path) -> i32 {
+pub(super) fn compare(a: &Path, b: &Path, budget: &crate::publish::bundle::Budget) -> i32 {
     use crate::publish::replay::{compare, open};
-    let (ra, rb) = match (open(a), open(b)) {
+    let (ra, rb) = match (open(a, budget), open(b, budget)) {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => {
             errln!("error: {e}");

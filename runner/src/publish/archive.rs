@@ -7,9 +7,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::bundle::{io, BundleError, BundleInfo, Entry, BUNDLE_FILE, BUNDLE_SCHEMA, MANIFEST_FILE, MTIME};
-use crate::infra::images::rootfs::walk_files;
-use crate::run::environment::file_sha256;
-use crate::run::record::read_json;
+use crate::path_io::{check_relative, FileError, Folder, Kind};
+use crate::run::record::read_json_in;
 
 /// How a bundle is compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,75 +91,253 @@ pub struct Extracted {
     pub info: BundleInfo,
 }
 
-/// Unpacks `bundle` into the empty folder `into` and checks every file against its
-/// `MANIFEST` (and that nothing is there that the MANIFEST doesn't list).
+/// What unpacking one bundle may take. A bundle is untrusted: a small compressed file
+/// can expand to gigabytes, so [`extract_with`] stops at the first limit passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// All files together, bytes (default [`Budget::DEFAULT_TOTAL_BYTES`]).
+    pub total_bytes: u64,
+    /// One file, bytes (default [`Budget::DEFAULT_FILE_BYTES`]).
+    pub file_bytes: u64,
+    /// Entries, files and folders together (default [`Budget::DEFAULT_ENTRIES`]).
+    pub entries: u64,
+}
+
+impl Budget {
+    /// 4 GiB: a bundle `--with-images` carries kernel packages of some 100 MB each.
+    pub const DEFAULT_TOTAL_BYTES: u64 = 4 << 30;
+    /// 1 GiB.
+    pub const DEFAULT_FILE_BYTES: u64 = 1 << 30;
+    /// 20 000 entries.
+    pub const DEFAULT_ENTRIES: u64 = 20_000;
+}
+
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget {
+            total_bytes: Budget::DEFAULT_TOTAL_BYTES,
+            file_bytes: Budget::DEFAULT_FILE_BYTES,
+            entries: Budget::DEFAULT_ENTRIES,
+        }
+    }
+}
+
+/// [`extract_with`] with the default [`Budget`].
 ///
-/// Errors: [`BundleError::Format`] when it is not a bundle of this format, a file is
-/// missing, extra or damaged; [`BundleError::Io`].
+/// Errors: as [`extract_with`].
+///
+/// Used by the integration tests (the commands pass their budget).
+#[cfg_attr(vmrepro_dead_code, allow(dead_code))]
 pub fn extract(bundle: &Path, into: &Path) -> Result<Extracted, BundleError> {
+    extract_with(bundle, into, &Budget::default())
+}
+
+/// What a tar entry type is, in words.
+fn entry_kind(t: tar::EntryType) -> String {
+    match t {
+        tar::EntryType::Symlink => "a symbolic link".into(),
+        tar::EntryType::Link => "a hard link".into(),
+        tar::EntryType::Char => "a character device".into(),
+        tar::EntryType::Block => "a block device".into(),
+        tar::EntryType::Fifo => "a named pipe".into(),
+        tar::EntryType::GNUSparse => "a sparse file".into(),
+        other => format!("an entry of type {:?}", other.as_byte() as char),
+    }
+}
+
+/// Unpacks `bundle` into the empty folder `into` within `budget` and checks every
+/// file against its `MANIFEST` ([`verify`]). Only regular files and folders under one
+/// top folder are unpacked; every other entry is refused by name, never dropped: an
+/// absolute path, a `..` component, a symbolic or hard link, a device or pipe, a
+/// second copy of a path, an entry outside the top folder. Every file is written
+/// through [`Folder`] (no link followed).
+///
+/// Errors: [`BundleError::Format`] naming the entry or file and what is wrong (also a
+/// budget passed, a truncated or damaged archive, a missing, extra or damaged file);
+/// [`BundleError::Io`].
+pub fn extract_with(bundle: &Path, into: &Path, budget: &Budget) -> Result<Extracted, BundleError> {
     let bad = |message: String| BundleError::Format { path: bundle.to_path_buf(), message };
-    let mut file = std::fs::File::open(bundle).map_err(io("reading", bundle))?;
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(bundle)
+            .map_err(io("reading", bundle))?
+    };
+    let meta = file.metadata().map_err(io("reading", bundle))?;
+    if !meta.is_file() {
+        return Err(bad(format!("{}, not a regular file", crate::schema::text::file_kind(&meta))));
+    }
+    let mut file = std::io::BufReader::new(file);
     let mut magic = [0u8; 4];
     file.read_exact(&mut magic).map_err(|_| bad("too short to be a bundle".into()))?;
-    drop(file);
-    let file = std::fs::File::open(bundle).map_err(io("reading", bundle))?;
+    let file = std::io::Read::chain(std::io::Cursor::new(magic), file);
     let reader: Box<dyn Read> = match magic {
         [0x1f, 0x8b, ..] => Box::new(flate2::read::GzDecoder::new(file)),
         [0x28, 0xb5, 0x2f, 0xfd] => Box::new(zstd::stream::read::Decoder::new(file).map_err(io("reading", bundle))?),
         _ => return Err(bad("not a .tar.gz or .tar.zst file".into())),
     };
+    let root = Folder::open(into).map_err(|e| bad(e.to_string()))?;
     let mut archive = tar::Archive::new(reader);
-    archive.set_preserve_permissions(true);
-    archive.set_overwrite(false);
-    archive.unpack(into).map_err(|e| bad(format!("cannot unpack: {e}")))?;
-    let tops: Vec<PathBuf> = std::fs::read_dir(into)
-        .map_err(io("reading", into))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    let [top] = tops.as_slice() else {
-        return Err(bad(format!("expected one top folder, found {}", tops.len())));
-    };
-    let info = verify(top).map_err(|e| match e {
+    let entries = archive.entries().map_err(|e| bad(format!("not a tar archive: {e}")))?;
+    let mut top: Option<String> = None;
+    let mut seen = BTreeSet::new();
+    let (mut count, mut total) = (0u64, 0u64);
+    let mut last = String::from("(the first entry)");
+    for entry in entries {
+        let mut entry =
+            entry.map_err(|e| bad(format!("the archive is truncated or damaged after entry {last:?}: {e}")))?;
+        let kind = entry.header().entry_type();
+        if matches!(kind, tar::EntryType::XGlobalHeader) {
+            continue;
+        }
+        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        count += 1;
+        if count > budget.entries {
+            return Err(bad(format!(
+                "more than {} entries (raise with --max-entries if the bundle is trusted)",
+                budget.entries
+            )));
+        }
+        let name = raw.trim_end_matches('/').to_string();
+        if raw.starts_with('/') {
+            return Err(bad(format!("entry {raw:?} has an absolute path; a bundle holds relative paths only")));
+        }
+        if name.split('/').any(|c| c == "..") {
+            return Err(bad(format!("entry {raw:?} has a `..` component; a bundle's paths stay inside it")));
+        }
+        if name.is_empty() || name.split('/').any(|c| c.is_empty() || c == ".") {
+            return Err(bad(format!("entry {raw:?} is not a plain path")));
+        }
+        let is_dir = match kind {
+            tar::EntryType::Regular | tar::EntryType::Continuous => false,
+            tar::EntryType::Directory => true,
+            other => {
+                let to = entry.link_name_bytes().map(|l| format!(" (to {:?})", String::from_utf8_lossy(&l)));
+                return Err(bad(format!(
+                    "entry {raw:?} is {}{}; a bundle holds only regular files and folders",
+                    entry_kind(other),
+                    to.unwrap_or_default()
+                )));
+            }
+        };
+        let first = name.split('/').next().unwrap_or_default().to_string();
+        match &top {
+            None => top = Some(first),
+            Some(t) if *t != first => {
+                return Err(bad(format!("entry {raw:?} is outside the top folder {t:?}; a bundle has one top folder")))
+            }
+            Some(_) => {}
+        }
+        if !name.contains('/') && !is_dir {
+            return Err(bad(format!("entry {raw:?} is a file at the top; a bundle has one top folder")));
+        }
+        if !seen.insert(name.clone()) {
+            return Err(bad(format!("entry {raw:?} appears twice")));
+        }
+        last = name.clone();
+        if is_dir {
+            root.create_dirs(&name).map_err(|e| bad(e.to_string()))?;
+            continue;
+        }
+        let size = entry.header().size().map_err(|e| bad(format!("entry {raw:?}: {e}")))?;
+        if size > budget.file_bytes {
+            return Err(bad(format!(
+                "entry {raw:?} is larger than {} bytes (raise with --max-file-bytes if the bundle is trusted)",
+                budget.file_bytes
+            )));
+        }
+        total += size;
+        if total > budget.total_bytes {
+            return Err(bad(format!(
+                "unpacks to more than {} bytes (at entry {raw:?}; raise with --max-unpacked-bytes if the bundle is trusted)",
+                budget.total_bytes
+            )));
+        }
+        let mut data = Vec::with_capacity(size.min(1 << 20) as usize);
+        (&mut entry).take(size).read_to_end(&mut data).map_err(|e| {
+            bad(format!("the archive is truncated or damaged inside entry {raw:?} ({size} bytes announced): {e}"))
+        })?;
+        if (data.len() as u64) < size {
+            return Err(bad(format!("the archive is truncated inside entry {raw:?}: {} of {size} bytes", data.len())));
+        }
+        let mode = if entry.header().mode().unwrap_or(0o644) & 0o111 != 0 { 0o755 } else { 0o644 };
+        if let Some((parent, _)) = name.rsplit_once('/') {
+            root.create_dirs(parent).map_err(|e| bad(e.to_string()))?;
+        }
+        root.write(&name, &data, mode).map_err(|e| bad(e.to_string()))?;
+    }
+    let Some(top) = top else { return Err(bad("the archive is empty".into())) };
+    let info = verify(&into.join(&top)).map_err(|e| match e {
         BundleError::Format { message, .. } => bad(message),
         e => e,
     })?;
-    Ok(Extracted { top: top.clone(), info })
+    Ok(Extracted { top: into.join(&top), info })
 }
 
-/// Checks an unpacked bundle's folder `top` against its `MANIFEST` (every listed file
-/// there with its SHA-256, nothing unlisted) and returns its `BUNDLE.json`.
+/// Checks an unpacked bundle's folder `top` against its `MANIFEST`: every listed file
+/// is there with its SHA-256, and nothing else is (no unlisted file, no link, pipe or
+/// device, followed or not); every path in `BUNDLE.json` is a plain relative path.
+/// Returns the `BUNDLE.json`.
 ///
 /// Errors: [`BundleError::Format`] naming the first missing, extra or damaged file.
 pub fn verify(top: &Path) -> Result<BundleInfo, BundleError> {
     let bad = |message: String| BundleError::Format { path: top.to_path_buf(), message };
-    let manifest_path = top.join(MANIFEST_FILE);
-    let manifest = std::fs::read_to_string(&manifest_path).map_err(|_| bad("no MANIFEST".into()))?;
+    let folder = Folder::open(top).map_err(|e| bad(e.to_string()))?;
+    let manifest = match folder.read(MANIFEST_FILE, MAX_MANIFEST_BYTES) {
+        Ok(m) => String::from_utf8_lossy(&m).into_owned(),
+        Err(FileError::Io(_)) => return Err(bad("no MANIFEST".into())),
+        Err(e) => return Err(bad(format!("MANIFEST: {e}"))),
+    };
     let mut listed = BTreeSet::new();
-    for line in manifest.lines().filter(|l| !l.trim().is_empty()) {
-        let (sum, path) = line.split_once("  ").ok_or_else(|| bad(format!("MANIFEST line {line:?}")))?;
-        if path.split('/').any(|c| c == ".." || c.is_empty()) {
-            return Err(bad(format!("MANIFEST names {path:?}")));
-        }
-        let f = top.join(path);
-        let got = file_sha256(&f).map_err(|_| bad(format!("{path} is listed in MANIFEST but missing")))?;
+    for (n, line) in manifest.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let (sum, path) = line
+            .split_once("  ")
+            .ok_or_else(|| bad(format!("MANIFEST line {}: {line:?} is not \"SHA256  PATH\"", n + 1)))?;
+        check_relative(path, top)
+            .map_err(|_| bad(format!("MANIFEST line {} names {path:?}, not a plain relative path", n + 1)))?;
+        let got = match folder.sha256(path, u64::MAX) {
+            Ok(g) => g,
+            Err(FileError::Io(_)) => return Err(bad(format!("{path} is listed in MANIFEST but missing"))),
+            Err(e) => return Err(bad(format!("MANIFEST line {}: {e}", n + 1))),
+        };
         if got != sum {
             return Err(bad(format!("{path}: SHA-256 {got}, MANIFEST says {sum}: the bundle is damaged")));
         }
-        listed.insert(f);
+        listed.insert(path.to_string());
     }
-    for f in walk_files(top)? {
-        if f != manifest_path && !listed.contains(&f) {
-            return Err(bad(format!("{} is not listed in MANIFEST", f.strip_prefix(top).unwrap_or(&f).display())));
+    for (rel, kind) in folder.walk().map_err(|e| bad(e.to_string()))? {
+        match kind {
+            Kind::Folder => {}
+            Kind::File(_) if rel == MANIFEST_FILE || listed.contains(&rel) => {}
+            Kind::File(_) => return Err(bad(format!("{rel} is not listed in MANIFEST"))),
+            Kind::Other(what) => {
+                return Err(bad(format!("{rel} is {what}; a bundle holds only regular files and folders")))
+            }
         }
     }
-    let info: BundleInfo = read_json(&top.join(BUNDLE_FILE)).map_err(|e| bad(e.to_string()))?;
+    let info: BundleInfo = read_json_in(&folder, BUNDLE_FILE).map_err(|e| bad(e.to_string()))?;
     if info.schema != BUNDLE_SCHEMA {
         return Err(bad(format!("bundle schema {} (this vmrepro reads {BUNDLE_SCHEMA})", info.schema)));
     }
+    let paths = [("suite_file", &info.suite_file), ("images_dir", &info.images_dir), ("run", &info.run)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .chain(info.packages.iter().enumerate().map(|(i, p)| (format!("packages[{i}].path"), p.path.clone())))
+        .chain(info.kernels.iter().enumerate().map(|(i, k)| (format!("kernels[{i}].path"), k.path.clone())));
+    for (key, value) in paths {
+        if check_relative(&value, top).is_err() {
+            return Err(bad(format!(
+                "BUNDLE.json: {key} is {value:?}; every path in a bundle is relative and stays inside it"
+            )));
+        }
+    }
     Ok(info)
 }
+
+/// The cap on a bundle's `MANIFEST`, bytes.
+pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
 #[cfg(test)]
 mod tests {

@@ -33,16 +33,19 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+#[cfg_attr(vmrepro_dead_code, allow(unused_imports))]
+pub use super::archive::extract;
 use super::archive::write_archive;
-pub use super::archive::{extract, Compression, Extracted};
+pub use super::archive::{extract_with, Budget, Compression, Extracted};
 use super::redact::{Identity, Redactor};
 use crate::infra::images::kernel::KernelSource;
 use crate::infra::images::rootfs::walk_files;
 use crate::infra::images::{Cache, Catalog, ImageError};
+use crate::path_io::{Folder, Kind, MAX_OUTPUT_BYTES};
 use crate::plan::{Plan, StepKind};
 use crate::report::published;
 use crate::run::environment::{self, file_sha256, ToolInfo};
-use crate::run::record::{read_json, RunRecord};
+use crate::run::record::{read_record, RunRecord};
 use crate::run::RUN_FILE;
 
 /// Bundle format version.
@@ -313,12 +316,25 @@ fn pinned_entries(catalog: &Catalog, plan: &Plan) -> Result<String, BundleError>
 /// Errors: see [`BundleError`].
 pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<BundleSummary, BundleError> {
     let compression = Compression::of(out)?;
-    let record: RunRecord = if run_dir.join(RUN_FILE).is_file() {
-        read_json(&run_dir.join(RUN_FILE))
-            .map_err(|e| BundleError::Format { path: run_dir.join(RUN_FILE), message: e.to_string() })?
-    } else {
+    let run_folder = Folder::open(run_dir)
+        .map_err(|e| BundleError::Format { path: run_dir.to_path_buf(), message: e.to_string() })?;
+    if !run_folder.is_file(RUN_FILE) {
         return Err(BundleError::NotARunFolder { dir: run_dir.to_path_buf(), missing: RUN_FILE.into() });
-    };
+    }
+    // A link, pipe or device anywhere in the run folder is refused before anything is
+    // read through it.
+    for (rel, kind) in
+        run_folder.walk().map_err(|e| BundleError::Format { path: run_dir.to_path_buf(), message: e.to_string() })?
+    {
+        if let Kind::Other(what) = kind {
+            return Err(BundleError::Format {
+                path: run_dir.to_path_buf(),
+                message: format!("{rel} is {what}; a run folder holds only regular files and folders"),
+            });
+        }
+    }
+    let record: RunRecord = read_record(run_dir)
+        .map_err(|e| BundleError::Format { path: run_dir.join(RUN_FILE), message: e.to_string() })?;
     let env = environment::read(run_dir);
     // The suite as the run used it: the recorded absolute path, checked by its hash.
     let suite_path = env.as_ref().map_or_else(|| PathBuf::from(&record.suite_file), |e| PathBuf::from(&e.suite.path));
@@ -337,7 +353,15 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
     }
     let catalog_dir = std::fs::canonicalize(&catalog.dir).unwrap_or_else(|_| catalog.dir.clone());
     let root = catalog_dir.parent().map(Path::to_path_buf).unwrap_or_default();
-    let redactor = redactor_for(run_dir, &record, &opts.identity, &opts.cache);
+    let mut redactor = redactor_for(run_dir, &record, &opts.identity, &opts.cache);
+    if env.is_none() {
+        // Without environment.json the project and suite folders are known only now:
+        // they are host paths too (run.json's suite_file names them).
+        if let Some(dir) = suite_path.parent().filter(|d| !d.starts_with(&root)) {
+            redactor.path(dir, "$SUITE_DIR");
+        }
+        redactor.path(&root, "$PROJECT");
+    }
     let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
     let add_project_file = |entries: &mut BTreeMap<String, Entry>, p: &Path| -> Result<String, BundleError> {
         let abs = std::fs::canonicalize(p).map_err(io("reading", p))?;
@@ -396,13 +420,15 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
 
     // The run folder.
     let mut cut_logs = Vec::new();
-    let run_abs = std::fs::canonicalize(run_dir).map_err(io("reading", run_dir))?;
-    for f in walk_files(&run_abs)? {
-        let rel = f.strip_prefix(&run_abs).unwrap_or(&f).display().to_string();
-        if rel.ends_with(".tmp") {
+    // Through the confined layer: nothing is followed, every read is bounded.
+    let refused = |message: String| BundleError::Format { path: run_dir.to_path_buf(), message };
+    for (rel, kind) in run_folder.walk().map_err(|e| refused(e.to_string()))? {
+        // (Links were refused above; one made since is refused by the read.)
+        if !matches!(kind, Kind::File(_)) || rel.ends_with(".tmp") {
             continue;
         }
-        let mut data = std::fs::read(&f).map_err(io("reading", &f))?;
+        let mut data = run_folder.read(&rel, MAX_OUTPUT_BYTES).map_err(|e| refused(e.to_string()))?;
+        let f = PathBuf::from(&rel);
         let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if name == "console.log" || name == "qemu.stderr" {
             if let Some(c) = cut_log(&data, MAX_LOG_BYTES) {

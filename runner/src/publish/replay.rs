@@ -11,15 +11,16 @@
 
 use std::path::{Path, PathBuf};
 
-use super::bundle::{extract, BundleError, Extracted};
-use crate::analyse::{analyse_dir, AnalyseError, Analysis, Results, RESULTS_FILE};
+use super::bundle::{extract_with, Budget, BundleError, Extracted};
+use crate::analyse::{analyse_dir, analyse_read_only, AnalyseError, Analysis, Results, RESULTS_FILE};
 use crate::events::EventSink;
 use crate::infra::images::kernel::KernelSource;
 use crate::infra::images::{Cache, CacheOutcome, ImageError};
+use crate::path_io::Folder;
 use crate::plan::Plan;
 use crate::report::diff::{diff, Diff};
 use crate::run::environment::{self, file_sha256, Environment};
-use crate::run::record::read_json;
+use crate::run::record::{read_json, read_json_in, RunDirError};
 use crate::run::{RunError, RunOptions, RunOutcome};
 
 /// Errors of replay and compare.
@@ -98,15 +99,17 @@ pub struct Prepared {
 /// Unpacks and checks `bundle`, loads its suite and verifies (fetching if needed) the
 /// pinned kernel packages.
 ///
-/// Errors: the bundle is damaged ([`ReplayError::Bundle`]), its suite doesn't load,
-/// a package is gone from the archive or has the wrong checksum.
-pub fn prepare(bundle: &Path, cache: &Cache) -> Result<Prepared, ReplayError> {
+/// Unpacks within `budget` ([`extract_with`]).
+///
+/// Errors: the bundle is damaged or refused ([`ReplayError::Bundle`]), its suite
+/// doesn't load, a package is gone from the archive or has the wrong checksum.
+pub fn prepare(bundle: &Path, cache: &Cache, budget: &Budget) -> Result<Prepared, ReplayError> {
     let tmp = tempfile::Builder::new().prefix("vmrepro-replay-").tempdir().map_err(|e| BundleError::Io {
         what: "creating temp folder",
         path: std::env::temp_dir(),
         source: e,
     })?;
-    let ex = extract(bundle, tmp.path())?;
+    let ex = extract_with(bundle, tmp.path(), budget)?;
     let suite = ex.top.join(&ex.info.suite_file);
     let images = ex.top.join(&ex.info.images_dir);
     // The one call site that loads a suite from a bundle: confined to the unpacked
@@ -285,15 +288,17 @@ pub struct Opened {
 }
 
 /// Opens `path`: a run folder (its `results.json`, analysed first if it has none) or a
-/// bundle (unpacked and checked).
+/// bundle (unpacked within `budget` and checked). Writes nothing into a run folder.
 ///
 /// Errors: neither, or unreadable.
-pub fn open(path: &Path) -> Result<Opened, ReplayError> {
+pub fn open(path: &Path, budget: &Budget) -> Result<Opened, ReplayError> {
     if path.is_dir() {
-        let results = if path.join(RESULTS_FILE).is_file() {
-            read_json(&path.join(RESULTS_FILE)).map_err(RunError::from)?
+        // Only reads: a run folder without results.json is analysed in memory.
+        let folder = Folder::open(path).map_err(|e| ReplayError::Run(RunDirError::from(e).into()))?;
+        let results = if folder.is_file(RESULTS_FILE) {
+            read_json_in(&folder, RESULTS_FILE).map_err(RunError::from)?
         } else {
-            analyse_dir(path)?.results
+            analyse_read_only(path)?.results
         };
         return Ok(Opened { results, environment: environment::read(path), _tmp: None });
     }
@@ -302,7 +307,7 @@ pub fn open(path: &Path) -> Result<Opened, ReplayError> {
         path: std::env::temp_dir(),
         source: e,
     })?;
-    let ex = extract(path, tmp.path())?;
+    let ex = extract_with(path, tmp.path(), budget)?;
     let dir = ex.top.join(&ex.info.run);
     let results = read_json(&dir.join(RESULTS_FILE)).map_err(RunError::from)?;
     Ok(Opened { results, environment: environment::read(&dir), _tmp: Some(tmp) })

@@ -406,8 +406,8 @@ pub fn installed_versions(status: &str, wanted: &[&str]) -> BTreeMap<String, Str
 /// Reads `environment.json` from run folder `dir`; `None` when the run has none (runs
 /// of vmrepro before it was recorded, or a run that stopped before its images).
 pub fn read(dir: &Path) -> Option<Environment> {
-    let text = std::fs::read_to_string(dir.join(ENVIRONMENT_FILE)).ok()?;
-    serde_json::from_str(&text).ok()
+    let folder = crate::path_io::Folder::open(dir).ok()?;
+    crate::run::record::read_json_in(&folder, ENVIRONMENT_FILE).ok()
 }
 
 #[cfg(test)]

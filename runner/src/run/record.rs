@@ -15,15 +15,25 @@ use crate::infra::qemu::args::Accelerator;
 use crate::infra::qemu::vm::Ending;
 use crate::plan::StepKind;
 
-use crate::path_io::PathIo;
+use crate::path_io::{FileError, Folder, PathIo, MAX_JSON_BYTES, MAX_OUTPUT_BYTES};
 
 /// Why a run folder's file could not be read or written: what reading a run folder
 /// after the run (analysis, reports, bundles) and writing it during one can meet.
+/// Every file goes through [`Folder`]: no link followed, regular files only, bounded.
 #[derive(Debug, thiserror::Error)]
 pub enum RunDirError {
-    /// A file couldn't be read or written.
+    /// A file couldn't be read or written, or was refused (a link, a named pipe, too
+    /// large, a path outside the folder).
     #[error(transparent)]
-    Io(#[from] PathIo),
+    File(#[from] FileError),
+    /// `run.json` has a schema this vmrepro does not read.
+    #[error("{}: run.json schema {found}; this vmrepro reads schema {RUN_SCHEMA} only", path.display())]
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// Its `schema`.
+        found: u32,
+    },
     /// A JSON file of a run folder doesn't parse.
     #[error("{}: {message}", path.display())]
     Json {
@@ -32,6 +42,12 @@ pub enum RunDirError {
         /// What is wrong.
         message: String,
     },
+}
+
+impl From<PathIo> for RunDirError {
+    fn from(e: PathIo) -> RunDirError {
+        RunDirError::File(e.into())
+    }
 }
 
 /// `run.json`'s schema version.
@@ -258,32 +274,76 @@ impl StepRecord {
     /// The step's stdout as text (lossy UTF-8), read from its file under `run_dir`;
     /// empty when the step produced no output file (it did not run, or its VM failed).
     ///
-    /// Errors: [`RunDirError::Io`] when the file is named but can't be read.
+    /// Errors: [`RunDirError::File`] when the file is named but can't be read, is a link,
+    /// not a regular file, outside `run_dir` or over [`MAX_OUTPUT_BYTES`].
     pub fn stdout_text(&self, run_dir: &Path) -> Result<String, RunDirError> {
         let Some(rel) = &self.stdout else { return Ok(String::new()) };
-        let path = run_dir.join(rel);
-        let bytes = std::fs::read(&path).map_err(PathIo::on("reading step output", &path))?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        match Folder::open(run_dir)?.read_text(rel, MAX_OUTPUT_BYTES) {
+            Err(FileError::Outside { path, .. }) => Err(RunDirError::Json {
+                path: run_dir.join(super::RUN_FILE),
+                message: format!(
+                    "step {}: stdout {path:?} is not a plain relative path inside the run folder",
+                    self.name
+                ),
+            }),
+            r => Ok(r?),
+        }
     }
 }
 
-/// Writes `value` as pretty JSON to `path` atomically (temp name, then rename).
-///
-/// Errors: [`RunDirError::Io`] naming the file.
-pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), RunDirError> {
-    let tmp = path.with_extension("json.tmp");
-    let text = serde_json::to_string_pretty(value).expect("serializable") + "\n";
-    std::fs::write(&tmp, text).map_err(PathIo::on("writing", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(|e| PathIo::on("writing", path)(e).into())
+/// The folder of `path` and its file name, for [`write_json`] and [`read_json`].
+fn split(path: &Path) -> Result<(Folder, String), RunDirError> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    Ok((Folder::open(dir)?, name))
 }
 
-/// Reads a JSON file written by [`write_json`].
+/// Writes `value` as pretty JSON to `path` atomically (a temp file created exclusively
+/// in its folder, then renamed; a link at `path` is replaced, not followed).
 ///
-/// Errors: [`RunDirError::Io`] when it can't be read, [`RunDirError::Json`] when it doesn't
-/// parse as `T`.
+/// Errors: [`RunDirError::File`] naming the file.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), RunDirError> {
+    let text = serde_json::to_string_pretty(value).expect("serializable") + "\n";
+    let (dir, name) = split(path)?;
+    Ok(dir.write(&name, text.as_bytes(), 0o644)?)
+}
+
+/// Reads a JSON file written by [`write_json`] (no link followed, a regular file of at
+/// most [`MAX_JSON_BYTES`]).
+///
+/// Errors: [`RunDirError::File`] when it can't be read or is refused, [`RunDirError::Json`]
+/// when it doesn't parse as `T`.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, RunDirError> {
-    let text = std::fs::read_to_string(path).map_err(PathIo::on("reading", path))?;
-    serde_json::from_str(&text).map_err(|e| RunDirError::Json { path: path.to_path_buf(), message: e.to_string() })
+    let (dir, name) = split(path)?;
+    read_json_in(&dir, &name)
+}
+
+/// [`read_json`] of `rel` inside `dir`.
+///
+/// Errors: as [`read_json`].
+pub fn read_json_in<T: DeserializeOwned>(dir: &Folder, rel: &str) -> Result<T, RunDirError> {
+    let bytes = dir.read(rel, MAX_JSON_BYTES)?;
+    serde_json::from_slice(&bytes).map_err(|e| RunDirError::Json { path: dir.display(rel), message: e.to_string() })
+}
+
+/// Reads `run.json` of run folder `dir` and refuses a schema other than [`RUN_SCHEMA`].
+///
+/// Errors: as [`read_json`]; [`RunDirError::Schema`].
+pub fn read_record(dir: &Path) -> Result<RunRecord, RunDirError> {
+    let path = dir.join(super::RUN_FILE);
+    #[derive(Deserialize)]
+    struct Version {
+        schema: u32,
+    }
+    let folder = Folder::open(dir)?;
+    let v: Version = read_json_in(&folder, super::RUN_FILE)?;
+    if v.schema != RUN_SCHEMA {
+        return Err(RunDirError::Schema { path, found: v.schema });
+    }
+    read_json_in(&folder, super::RUN_FILE)
 }
 
 #[cfg(test)]

@@ -47,7 +47,9 @@ impl Usage {
     }
 }
 
-/// The `*.yaml` files directly in each of `dirs`, sorted.
+/// The `*.yaml` entries directly in each of `dirs` that are not folders, sorted: a
+/// dangling link or a named pipe named `*.yaml` is listed too, so that loading it
+/// reports it (gc then removes nothing) instead of skipping a suite silently.
 ///
 /// Errors: [`ImageError::Io`] for a folder that can't be listed.
 pub fn suite_files(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, ImageError> {
@@ -56,7 +58,7 @@ pub fn suite_files(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, ImageError> {
         let rd = std::fs::read_dir(d).map_err(ImageError::io("listing suites", d))?;
         for e in rd.flatten() {
             let p = e.path();
-            if p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+            if !p.is_dir() && p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
                 out.push(p);
             }
         }
@@ -443,6 +445,19 @@ mod tests {
         gc(&cache, &Usage::default(), &GcPolicy::default());
         assert!(!stale.exists());
         assert!(running.exists(), "a build in progress keeps its folder");
+    }
+
+    #[test]
+    fn a_dangling_link_or_pipe_among_the_suites_is_listed_and_fails_to_load() {
+        let t = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(t.path().join("gone.yaml"), t.path().join("dangling.yaml")).unwrap();
+        nix::unistd::mkfifo(&t.path().join("pipe.yaml"), nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        std::fs::create_dir(t.path().join("folder.yaml")).unwrap();
+        let files = suite_files(&[t.path().to_path_buf()]).unwrap();
+        assert_eq!(files, [t.path().join("dangling.yaml"), t.path().join("pipe.yaml")]);
+        let (_, problems) = crate::suite::images_of(&files, t.path());
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("named pipe")), "{problems:?}");
     }
 
     #[test]

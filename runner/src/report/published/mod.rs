@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use crate::analyse::{analyse_dir, AnalyseError, Analysis};
 use crate::measure::analysis::metric_value;
-use crate::path_io::PathIo;
+use crate::path_io::Folder;
 use crate::run::environment::{self, Environment, KernelOrigin};
 use crate::run::record::RunDirError;
 use crate::run::StepStatus;
@@ -64,18 +64,39 @@ pub fn write_analysed(a: &Analysis) -> Result<Written, AnalyseError> {
     let env = environment::read(&a.dir);
     let vms = plan_vms(&a.dir)?;
     let doc = document(a, env.as_ref(), &vms);
-    let md = a.dir.join(REPORT_MD);
-    let html = a.dir.join(REPORT_HTML);
-    std::fs::write(&md, document::markdown(&doc)).map_err(|e| RunDirError::from(PathIo::on("writing", &md)(e)))?;
-    std::fs::write(&html, document::html(&doc)).map_err(|e| RunDirError::from(PathIo::on("writing", &html)(e)))?;
-    Ok(Written { markdown: md, html })
+    // Through the confined layer: a link named report.md is replaced, never followed.
+    let folder = Folder::open(&a.dir).map_err(RunDirError::from)?;
+    folder.write(REPORT_MD, document::markdown(&doc).as_bytes(), 0o644).map_err(RunDirError::from)?;
+    folder.write(REPORT_HTML, document::html(&doc).as_bytes(), 0o644).map_err(RunDirError::from)?;
+    Ok(Written { markdown: a.dir.join(REPORT_MD), html: a.dir.join(REPORT_HTML) })
 }
 
 /// The bundle file name `vmrepro bundle` suggests for run folder `dir` of `suite`:
 /// `<suite>-<run folder name>.tar.gz`.
+/// Both parts are sanitised ([`file_name_part`]): a crafted `run.json` can't make it a
+/// path.
 pub fn default_bundle_name(suite: &str, dir: &Path) -> String {
     let stamp = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    format!("{suite}-{stamp}.tar.gz")
+    format!("{}-{}.tar.gz", file_name_part(suite), file_name_part(&stamp))
+}
+
+/// `text` as one safe part of a file name: ASCII letters, digits, `.`, `_` and `-`
+/// kept, anything else (`/`, spaces, control characters) replaced by `_`, no leading
+/// `.` or `-`, at most 64 characters; `run` when nothing is left.
+pub fn file_name_part(text: &str) -> String {
+    let mut s: String = text
+        .chars()
+        .take(64)
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .collect();
+    while s.starts_with(['.', '-']) {
+        s.remove(0);
+    }
+    if s.is_empty() {
+        "run".into()
+    } else {
+        s
+    }
 }
 
 fn kernel_lines(env: Option<&Environment>, a: &Analysis, vms: &[PlanVm]) -> String {

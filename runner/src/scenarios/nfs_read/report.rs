@@ -2,6 +2,7 @@
 //! server and the clients' mounts, the mount differences between two clients, and the
 //! report-layout raw files (see [`crate::scenarios::Preset`]).
 
+use crate::path_io::{Folder, MAX_OUTPUT_BYTES};
 use std::path::Path;
 
 use super::results::NfsResults;
@@ -62,11 +63,14 @@ pub(crate) fn differences(plan: Option<&NfsPlan>, n: &NfsResults, base: &str, ca
 /// `nfs/<vm>/read-<N>.txt` of measurement `name`, when the run folder `dir` has it.
 pub(crate) fn raw_output(dir: &Path, name: &str, vm: &str, iteration: u32) -> Option<RawOutput> {
     let file = format!("nfs/{vm}/read-{iteration}.txt");
-    dir.join(&file).is_file().then(|| RawOutput {
+    // Through the confined layer: the run folder is untrusted (no link followed, no
+    // FIFO opened, the size capped; see SECURITY.md).
+    let folder = Folder::open(dir).ok()?;
+    folder.is_file(&file).then(|| RawOutput {
         caption: format!(
             "{vm}, {name} repeat {iteration} ({file}): uname -r, GNU time, netstat -s and nfsstat after the read"
         ),
-        text: std::fs::read_to_string(dir.join(&file)).unwrap_or_default(),
+        text: folder.read_text(&file, MAX_OUTPUT_BYTES).unwrap_or_default(),
     })
 }
 

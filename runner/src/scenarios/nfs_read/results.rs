@@ -19,7 +19,6 @@ use crate::measure::observer::op_stats;
 use crate::measure::script::Section;
 use crate::parse::mountstats::OpStats;
 use crate::parse::procmounts::{mount_info, MountInfo};
-use crate::path_io::PathIo;
 use crate::plan::measurement::MeasurementPlan;
 use crate::plan::measurement::ObserverKind;
 use crate::plan::nfs_read::NfsPlan;
@@ -81,8 +80,8 @@ pub struct NfsRead {
 }
 
 /// Adds the scenario's facts to the analysed measurement `m` (the preset's, planned as
-/// `mp`), writing
-/// the report-layout files under `dir`.
+/// `mp`), writing the report-layout files under `dir` when `write` (through
+/// [`crate::path_io::Folder`]: a VM name can't lead outside).
 ///
 /// Errors: a file can't be read or written.
 pub fn analyse(
@@ -91,7 +90,9 @@ pub fn analyse(
     m: &MeasurementResult,
     rec: &RunRecord,
     dir: &Path,
+    write: bool,
 ) -> Result<NfsResults, RunDirError> {
+    let folder = crate::path_io::Folder::open(dir)?;
     let server_vm = rec.vm(&plan.server);
     let mut profile = BTreeMap::new();
     if let Some(s) = server_vm.and_then(|v| v.steps.iter().find(|s| matches!(s.kind, StepKind::Profile { .. }))) {
@@ -116,17 +117,16 @@ pub fn analyse(
                 s.get(Section::Record(RECORD_READ_AHEAD)),
             );
             let rel = format!("nfs/{}/read-{}.txt", v.vm, it.iteration);
-            let path = dir.join(&rel);
-            let parent = path.parent().expect("has a parent");
-            std::fs::create_dir_all(parent).map_err(PathIo::on("creating", parent))?;
             let layout = [
                 Section::Uname,
                 Section::Time,
                 Section::After(ObserverKind::named("netstat")),
                 Section::After(ObserverKind::named("nfsstat")),
             ];
-            std::fs::write(&path, layout.iter().map(|x| s.text(*x)).collect::<String>())
-                .map_err(PathIo::on("writing", &path))?;
+            if write {
+                folder.create_dirs(&format!("nfs/{}", v.vm))?;
+                folder.write(&rel, layout.iter().map(|x| s.text(*x)).collect::<String>().as_bytes(), 0o644)?;
+            }
             let rpc_read =
                 op_stats(&it.raw.after, "READ").zip(op_stats(&it.raw.before, "READ")).map(|(a, b)| a.since(&b));
             reads.push(NfsRead { iteration: it.iteration, raw: rel, mount, rpc_read });

@@ -67,7 +67,7 @@ pub(super) fn compile_vm(
     let files = file_steps(file, vm, &key, setup_timeout, &mut steps)?;
     let profile = vm.profile.as_ref().map(|p| profile_plan(p, catalog, s, &vm.name));
     if let Some(p) = &profile {
-        steps.push(profile_step(p, catalog, &key, setup_timeout)?);
+        steps.push(profile_step(file, p, catalog, &key, setup_timeout)?);
     }
     for (j, st) in vm.steps.iter().enumerate() {
         let mut step = StepPlan::new(&st.name, st.run.clone(), StepKind::User, st.timeout.unwrap_or(timeouts.step))
@@ -122,7 +122,8 @@ fn kernel_of(v: &Validated<'_>, file: &SuiteFile, vm: &VmSpec) -> KernelSource {
 /// The files `vm` copies in (read and hashed now), each pushed onto `steps` as its copy
 /// step.
 ///
-/// Errors: [`SpecError::Read`] when a file can't be read.
+/// Errors: [`SpecError::Invalid`] at the file's `src` when it can't be read, is a link,
+/// not a regular file or over the size cap.
 fn file_steps(
     file: &SuiteFile,
     vm: &VmSpec,
@@ -133,7 +134,10 @@ fn file_steps(
     let mut files = Vec::new();
     for (n, f) in vm.files.iter().enumerate() {
         let src = file.resolve(&f.src);
-        let bytes = std::fs::read(&src).map_err(|e| SpecError::Read { path: src.clone(), source: e })?;
+        // No link followed, no pipe or device opened, bounded: a file from the suite
+        // reaches the guest only as the regular file it names.
+        let bytes = crate::path_io::read_named(&src, crate::suite::validate::files::MAX_FILE_BYTES)
+            .map_err(|e| SpecError::Invalid(vec![file.error_at(&format!("{key}.files[{n}].src"), e.to_string())]))?;
         let mode = f.mode.as_deref().and_then(crate::suite::validate::parse_mode).unwrap_or(0o644);
         let fp = FilePlan {
             src,
@@ -156,13 +160,26 @@ fn file_steps(
     Ok(files)
 }
 
+/// The cap on a profile script (`images/profiles/<name>.sh`), bytes.
+pub const MAX_PROFILE_SCRIPT_BYTES: u64 = 1 << 20;
+
 /// The step that runs profile `p`'s script (read now) with its parameters.
 ///
-/// Errors: [`SpecError::Read`] when the script can't be read.
-fn profile_step(p: &ProfilePlan, catalog: &Catalog, key: &str, setup_timeout: Duration) -> Result<StepPlan, SpecError> {
+/// Errors: [`SpecError::Invalid`] at `<vm>.profile` when the script can't be read, is a
+/// link, not a regular file, or over [`MAX_PROFILE_SCRIPT_BYTES`].
+fn profile_step(
+    file: &SuiteFile,
+    p: &ProfilePlan,
+    catalog: &Catalog,
+    key: &str,
+    setup_timeout: Duration,
+) -> Result<StepPlan, SpecError> {
     let script_path = &catalog.profiles[&p.name];
-    let text =
-        std::fs::read_to_string(script_path).map_err(|e| SpecError::Read { path: script_path.clone(), source: e })?;
+    let text = crate::path_io::read_named(script_path, MAX_PROFILE_SCRIPT_BYTES)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map_err(|e| {
+            SpecError::Invalid(vec![file.error_at(&format!("{key}.profile"), format!("profile script: {e}"))])
+        })?;
     // The parameters reach the script as its environment, each value one word.
     let env: Vec<String> =
         p.params.iter().flat_map(ServerParams::env).map(|(k, v)| format!("{k}={}", shell_quote(&v))).collect();

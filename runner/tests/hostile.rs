@@ -1,0 +1,357 @@
+//! Hostile run folders and bundles through the real commands (`vmrepro analyse`,
+//! `report`, `compare`, `bundle`, `replay` up to before any VM boots), no VM:
+//!
+//! - each kind is refused with a message naming the file or entry and what is wrong
+//!   (snapshotted), or, where the command may go on (a link where it writes), handled
+//!   without following the link;
+//! - a canary folder outside, which the hostile inputs point into, has the same
+//!   files with the same SHA-256 afterwards, and its secret text is in no output.
+//!
+//! Links, named pipes and hard links are built here: git can't hold a FIFO.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::{repo_root, vmrepro_bin};
+
+const SECRET: &str = "CANARY-SECRET-4f1d";
+
+fn fixture() -> PathBuf {
+    repo_root().join("runner/tests/fixtures/runs/nfs-aa-same-kernel")
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// Every file under `dir` (links not followed) with its SHA-256 or link target.
+fn fingerprint(dir: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let t = e.file_type().unwrap();
+            let v = if t.is_dir() {
+                stack.push(e.path());
+                "folder".to_string()
+            } else if t.is_symlink() {
+                format!("link {}", std::fs::read_link(e.path()).unwrap().display())
+            } else {
+                vmrepro::run::environment::file_sha256(&e.path()).unwrap()
+            };
+            out.insert(e.path(), v);
+        }
+    }
+    out
+}
+
+struct World {
+    tmp: tempfile::TempDir,
+    canary: PathBuf,
+}
+
+impl World {
+    fn new() -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        let canary = tmp.path().join("canary");
+        std::fs::create_dir_all(canary.join("sub")).unwrap();
+        std::fs::write(canary.join("secret"), format!("{SECRET}\n")).unwrap();
+        std::fs::write(canary.join("sub/other"), format!("{SECRET} too\n")).unwrap();
+        World { tmp, canary }
+    }
+
+    /// A fresh copy of the fixture run folder named `name`, changed by `edit`.
+    fn run(&self, name: &str, edit: impl FnOnce(&Path)) -> PathBuf {
+        let dir = self.tmp.path().join("results/nfs-aa-same-kernel").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        copy_tree(&fixture(), &dir);
+        edit(&dir);
+        dir
+    }
+
+    /// Runs vmrepro with `args` in the scratch folder; (exit code, stderr with the
+    /// scratch folder as `[TMP]`).
+    fn vmrepro(&self, args: &[&str]) -> (i32, String) {
+        let out = Command::new(vmrepro_bin())
+            .args(args)
+            .current_dir(self.tmp.path())
+            .env("VMREPRO_CACHE", self.tmp.path().join("cache"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).replace(&self.tmp.path().display().to_string(), "[TMP]");
+        (out.status.code().unwrap_or(-1), err.trim_end().to_string())
+    }
+}
+
+fn edit_run_json(dir: &Path, f: impl FnOnce(&mut serde_json::Value)) {
+    let p = dir.join("run.json");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+const PROFILE_OUT: &str = "vms/server/01-profile-nfs-server-2.4.19.stdout";
+
+#[test]
+fn hostile_run_folders_are_refused_and_nothing_outside_is_read_or_written() {
+    let w = World::new();
+    let before = fingerprint(&w.canary);
+    let secret = w.canary.join("secret");
+    let mut seen = BTreeMap::new();
+
+    // Refused by analyse, report and compare, each kind by name.
+    type Edit<'a> = Box<dyn Fn(&Path) + 'a>;
+    let refused: Vec<(&str, Edit)> = vec![
+        (
+            "step-output-outside",
+            Box::new(|d: &Path| {
+                edit_run_json(d, |v| v["vms"][0]["steps"][0]["stdout"] = "../../../canary/secret".into())
+            }),
+        ),
+        (
+            "step-output-absolute",
+            Box::new(|d: &Path| {
+                let s = secret.display().to_string();
+                edit_run_json(d, |v| v["vms"][0]["steps"][0]["stdout"] = s.into())
+            }),
+        ),
+        (
+            "step-output-link",
+            Box::new(|d: &Path| {
+                std::fs::remove_file(d.join(PROFILE_OUT)).unwrap();
+                std::os::unix::fs::symlink(&secret, d.join(PROFILE_OUT)).unwrap();
+            }),
+        ),
+        (
+            "step-output-folder-link",
+            Box::new(|d: &Path| {
+                std::fs::rename(d.join("vms/server"), d.join("vms/server.real")).unwrap();
+                std::os::unix::fs::symlink(d.join("vms/server.real"), d.join("vms/server")).unwrap();
+            }),
+        ),
+        (
+            "step-output-fifo",
+            Box::new(|d: &Path| {
+                std::fs::remove_file(d.join(PROFILE_OUT)).unwrap();
+                nix::unistd::mkfifo(&d.join(PROFILE_OUT), nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+            }),
+        ),
+        (
+            "run-json-link",
+            Box::new(|d: &Path| {
+                std::fs::rename(d.join("run.json"), w.canary.join("../run.json")).unwrap();
+                std::os::unix::fs::symlink(w.canary.join("../run.json"), d.join("run.json")).unwrap();
+            }),
+        ),
+        ("unknown-schema", Box::new(|d: &Path| edit_run_json(d, |v| v["schema"] = 99.into()))),
+    ];
+    for (name, edit) in &refused {
+        let dir = w.run(name, |d| {
+            std::fs::remove_file(d.join("results.json")).unwrap();
+            edit(d)
+        });
+        let d = dir.display().to_string();
+        for cmd in ["analyse", "report", "compare"] {
+            let args: Vec<&str> = if cmd == "compare" { vec![cmd, &d, &d] } else { vec![cmd, &d] };
+            let (code, err) = w.vmrepro(&args);
+            assert_ne!(code, 0, "{cmd} {name} passed: {err}");
+            assert!(!dir.join("results.json").exists(), "{cmd} {name} wrote results.json");
+            seen.insert(format!("{name} ({cmd})"), err);
+        }
+    }
+
+    // Links where the commands write: replaced, never followed (a dangling link's
+    // target is not created).
+    let dir = w.run("write-links", |d| {
+        std::os::unix::fs::symlink(w.canary.join("new-results.json"), d.join("results.json.link")).unwrap();
+        std::fs::remove_file(d.join("results.json")).unwrap();
+        std::os::unix::fs::symlink(w.canary.join("new-results.json"), d.join("results.json")).unwrap();
+        std::os::unix::fs::symlink(w.canary.join("sub/other"), d.join("report.md")).unwrap();
+        std::os::unix::fs::symlink(w.canary.join("report.html"), d.join("report.html")).unwrap();
+    });
+    let d = dir.display().to_string();
+    let (code, err) = w.vmrepro(&["report", &d]);
+    assert_eq!(code, 0, "{err}");
+    for f in ["results.json", "report.md", "report.html"] {
+        let meta = std::fs::symlink_metadata(dir.join(f)).unwrap();
+        assert!(meta.is_file(), "{f} is still a link");
+        assert!(!std::fs::read_to_string(dir.join(f)).unwrap().contains(SECRET), "{f} holds the canary");
+    }
+    // compare only reads: a run folder without results.json stays without one.
+    let plain = w.run("compare-reads-only", |d| std::fs::remove_file(d.join("results.json")).unwrap());
+    let p = plain.display().to_string();
+    let (code, err) = w.vmrepro(&["compare", &p, &d]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!plain.join("results.json").exists(), "compare wrote results.json");
+
+    // bundle: a link in the run folder is refused; a suite name from run.json never
+    // becomes a path.
+    let linked = w.run("bundle-link", |d| std::os::unix::fs::symlink(&secret, d.join("vms/notes.txt")).unwrap());
+    let (code, err) = w.vmrepro(&["bundle", &linked.display().to_string(), "-o", "out.tar.gz"]);
+    assert_ne!(code, 0);
+    assert!(!w.tmp.path().join("out.tar.gz").exists());
+    seen.insert("bundle-link (bundle)".into(), err);
+    let name = vmrepro::report::published::default_bundle_name("../../canary/x\n", Path::new("/r/20261130T170000Z"));
+    assert_eq!(name, "_.._canary_x_-20261130T170000Z.tar.gz");
+
+    assert_eq!(fingerprint(&w.canary), before, "the canary folder changed");
+    insta::assert_yaml_snapshot!("bad_runs", seen);
+}
+
+/// A tar archive of `entries` (path, type, data, link target), gzip-compressed.
+fn tar_gz(path: &Path, entries: &[(&str, tar::EntryType, &[u8], Option<&str>)]) {
+    let mut b = tar::Builder::new(Vec::new());
+    for (name, kind, data, link) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(*kind);
+        h.set_mode(0o644);
+        h.set_size(data.len() as u64);
+        // set_path refuses `..` and absolute paths: write the raw name.
+        let raw = &mut h.as_old_mut().name;
+        raw[..name.len()].copy_from_slice(name.as_bytes());
+        if let Some(l) = link {
+            h.set_link_name(l).unwrap();
+        }
+        h.set_cksum();
+        b.append(&h, *data).unwrap();
+    }
+    let tar = b.into_inner().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &tar).unwrap();
+    std::fs::write(path, gz.finish().unwrap()).unwrap();
+}
+
+fn bundle_info(suite_file: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "schema": 1, "suite": "s", "suite_file": suite_file, "images_dir": "project/images", "run": "run",
+        "created_by": {"version": "0", "git_commit": "0"}, "with_images": false, "placeholders": []
+    }))
+    .unwrap()
+}
+
+fn manifest(files: &[(&str, &[u8])]) -> Vec<u8> {
+    files
+        .iter()
+        .map(|(p, d)| format!("{}  {p}\n", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(d))))
+        .collect::<String>()
+        .into_bytes()
+}
+
+#[test]
+fn hostile_bundles_are_refused_naming_the_entry_and_nothing_outside_is_touched() {
+    use tar::EntryType::{Directory as D, Link as H, Regular as F, Symlink as L};
+    let w = World::new();
+    let before = fingerprint(&w.canary);
+    let secret = w.canary.join("secret").display().to_string();
+    let info = bundle_info("project/suites/s.yaml");
+    let good = [("b/BUNDLE.json", &info[..])];
+    let man = manifest(&[("BUNDLE.json", &info)]);
+    let abs_info = bundle_info(&secret);
+    let abs_man = manifest(&[("BUNDLE.json", &abs_info)]);
+    let big = vec![b'x'; 4000];
+    let escape = format!("{}/escaped", w.canary.display());
+    type E<'a> = (&'a str, tar::EntryType, &'a [u8], Option<&'a str>);
+    let top: E = ("b", D, b"", None);
+    let kinds: Vec<(&str, Vec<E>, &[&str])> = vec![
+        ("symlink", vec![top, ("b/x", L, b"", Some(&secret))], &[]),
+        ("hard-link", vec![top, ("b/x", H, b"", Some(&secret))], &[]),
+        ("absolute", vec![top, (&escape, F, b"x", None)], &[]),
+        ("dot-dot", vec![top, ("b/../../canary/escaped", F, b"x", None)], &[]),
+        ("fifo", vec![top, ("b/p", tar::EntryType::Fifo, b"", None)], &[]),
+        ("two-tops", vec![top, ("c", D, b"", None)], &[]),
+        ("twice", vec![top, ("b/x", F, b"1", None), ("b/x", F, b"2", None)], &[]),
+        ("too-big", vec![top, ("b/x", F, &big, None)], &["--max-unpacked-bytes", "1000"]),
+        ("too-big-file", vec![top, ("b/x", F, &big, None)], &["--max-file-bytes", "1000"]),
+        ("too-many", vec![top, ("b/x", F, b"", None), ("b/y", F, b"", None)], &["--max-entries", "2"]),
+        ("no-manifest", vec![top, (good[0].0, F, good[0].1, None)], &[]),
+        (
+            "unlisted",
+            vec![top, ("b/MANIFEST", F, &man, None), (good[0].0, F, good[0].1, None), ("b/extra", F, b"e", None)],
+            &[],
+        ),
+        (
+            "absolute-in-bundle-json",
+            vec![top, ("b/MANIFEST", F, &abs_man, None), ("b/BUNDLE.json", F, &abs_info, None)],
+            &[],
+        ),
+    ];
+    let mut seen = BTreeMap::new();
+    for (name, entries, flags) in &kinds {
+        let file = w.tmp.path().join(format!("{name}.tar.gz"));
+        tar_gz(&file, entries);
+        let f = file.display().to_string();
+        let mut args = vec!["replay", &f[..], "--results", "replayed"];
+        args.extend_from_slice(flags);
+        let (code, err) = w.vmrepro(&args);
+        assert_ne!(code, 0, "{name}: {err}");
+        seen.insert(format!("{name} (replay)"), err);
+        let mut args = vec!["compare", &f[..], &f[..]];
+        args.extend_from_slice(flags);
+        let (code, err) = w.vmrepro(&args);
+        assert_ne!(code, 0, "{name}: {err}");
+        seen.insert(format!("{name} (compare)"), err);
+    }
+    // A truncated archive names the entry it ends in.
+    let file = w.tmp.path().join("truncated.tar.gz");
+    tar_gz(&file, &[("b", D, b"", None), ("b/x", F, &vec![7u8; 200_000], None)]);
+    let data = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &data[..data.len() / 2]).unwrap();
+    let (code, err) = w.vmrepro(&["replay", &file.display().to_string()]);
+    assert_ne!(code, 0);
+    seen.insert("truncated (replay)".into(), err);
+
+    assert!(!w.tmp.path().join("replayed").exists(), "a refused bundle started a run");
+    assert_eq!(fingerprint(&w.canary), before, "the canary folder changed");
+    insta::assert_yaml_snapshot!("bad_bundles", seen);
+}
+
+/// A file a suite copies into a guest that is a link to a host file, or a named pipe,
+/// is refused by `plan` (at the key, without waiting), and the host file's text is in
+/// no plan; so is a link inside the suite's folder (no link is followed).
+#[test]
+fn a_suites_copied_file_that_is_a_link_or_pipe_is_refused() {
+    let w = World::new();
+    let before = fingerprint(&w.canary);
+    let suite_dir = w.tmp.path().join("suite");
+    std::fs::create_dir_all(&suite_dir).unwrap();
+    std::os::unix::fs::symlink(w.canary.join("secret"), suite_dir.join("linked")).unwrap();
+    nix::unistd::mkfifo(&suite_dir.join("pipe"), nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    // A link that stays inside the suite's folder passes validation; the compiler's
+    // read, through the confined layer, still follows no link.
+    std::fs::write(suite_dir.join("real"), "inside\n").unwrap();
+    std::os::unix::fs::symlink("real", suite_dir.join("linked-inside")).unwrap();
+    let images = repo_root().join("images").display().to_string();
+    let mut seen = BTreeMap::new();
+    for src in ["linked", "pipe", "linked-inside"] {
+        let suite = suite_dir.join(format!("{src}.yaml"));
+        std::fs::write(
+            &suite,
+            format!(
+                "name: demo\nnetwork:\n  subnet: 10.80.0.0/24\nvms:\n  - name: client\n    kernel: {{ debian: \"6.1\" }}\n    \
+                 address: 10.80.0.11\n    files: [{{ src: {src}, dest: /root/{src} }}]\n"
+            ),
+        )
+        .unwrap();
+        let out = Command::new(vmrepro_bin())
+            .args(["--images", &images, "plan", &suite.display().to_string()])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{src}: plan passed");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(SECRET));
+        let err = String::from_utf8_lossy(&out.stderr).replace(&w.tmp.path().display().to_string(), "[TMP]");
+        seen.insert(src.to_string(), err.trim_end().to_string());
+    }
+    assert_eq!(fingerprint(&w.canary), before);
+    insta::assert_yaml_snapshot!("bad_suite_files", seen);
+}
