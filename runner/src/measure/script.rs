@@ -14,7 +14,9 @@
 //! 3. every observer (section `before-<observer>`), then `uname -r` (`uname`);
 //! 4. `run`, timed by GNU time (`/usr/bin/time -o`): its report in `time`, the command's
 //!    stdout and stderr (first 64 KiB each) in `stdout` and `stderr`;
-//! 5. every observer again (section `<observer>`), then the records with `when: after`;
+//! 5. every observer again (section `<observer>`), the file of `metric: {from: {file:
+//!    PATH}}` (section `metric-file`, its first [`METRIC_FILE_KEPT_BYTES`]), then the
+//!    records with `when: after`;
 //! 6. `teardown` (section `teardown`); if it fails: exit 12.
 //!
 //! The run command's own exit status does not fail the step: GNU time reports it
@@ -31,6 +33,9 @@ pub const SECTION_MARKER: &str = "### vmrepro section: ";
 
 /// Most bytes of the run command's stdout and stderr kept (each).
 pub const OUTPUT_KEPT_BYTES: usize = 64 * 1024;
+
+/// Most bytes kept of the file a measurement's metric is read from.
+pub const METRIC_FILE_KEPT_BYTES: usize = 1024 * 1024;
 
 /// Exit status of the iteration script when `setup` failed.
 pub const EXIT_SETUP_FAILED: i32 = 10;
@@ -56,6 +61,8 @@ pub enum Section<'a> {
     Teardown,
     /// `setup`'s exit status, printed only when it failed.
     SetupExit,
+    /// The file the measurement's metric is read from (first [`METRIC_FILE_KEPT_BYTES`]).
+    MetricFile,
     /// An observer before `run`.
     Before(ObserverKind),
     /// An observer after `run`.
@@ -65,7 +72,8 @@ pub enum Section<'a> {
 }
 
 /// Section names that a record may not take.
-pub const BUILTIN_SECTIONS: &[&str] = &["setup", "uname", "time", "stdout", "stderr", "teardown", "setup-exit"];
+pub const BUILTIN_SECTIONS: &[&str] =
+    &["setup", "uname", "time", "stdout", "stderr", "teardown", "setup-exit", "metric-file"];
 
 impl Section<'_> {
     /// The section's name in the script's output: `setup`, `before-netstat`, `netstat`, …
@@ -78,6 +86,7 @@ impl Section<'_> {
             Section::Stderr => "stderr".into(),
             Section::Teardown => "teardown".into(),
             Section::SetupExit => "setup-exit".into(),
+            Section::MetricFile => "metric-file".into(),
             Section::Before(k) => format!("before-{}", k.name()),
             Section::After(k) => k.name().into(),
             Section::Record(name) => (*name).into(),
@@ -85,8 +94,14 @@ impl Section<'_> {
     }
 }
 
-/// The guest script of one iteration (see the module docs).
-pub fn iteration_script(commands: &Commands, observers: &[Observer], records: &[Record]) -> String {
+/// The guest script of one iteration (see the module docs); `metric_file`: the file
+/// the measurement's metric is read from, if it is a file.
+pub fn iteration_script(
+    commands: &Commands,
+    observers: &[Observer],
+    records: &[Record],
+    metric_file: Option<&str>,
+) -> String {
     let mut s = String::new();
     let sec = |s: &mut String, section: Section<'_>, cmd: &str| {
         s.push_str(&format!("sec {}; {cmd}\n", section.name()));
@@ -121,6 +136,9 @@ pub fn iteration_script(commands: &Commands, observers: &[Observer], records: &[
     }
     sec(&mut s, Section::Stdout, &format!("head -c {OUTPUT_KEPT_BYTES} \"$d/stdout\""));
     sec(&mut s, Section::Stderr, &format!("head -c {OUTPUT_KEPT_BYTES} \"$d/stderr\""));
+    if let Some(path) = metric_file {
+        sec(&mut s, Section::MetricFile, &format!("head -c {METRIC_FILE_KEPT_BYTES} {} 2>&1", shell_quote(path)));
+    }
     for r in records.iter().filter(|r| r.when == When::After) {
         sec(&mut s, Section::Record(&r.name), &format!("sh -c {} 2>&1", shell_quote(&r.command)));
     }
@@ -180,7 +198,8 @@ mod tests {
             Record { name: "mount".into(), command: "grep x /proc/mounts".into(), when: When::Before },
             Record { name: "bytes".into(), command: "wc -c < f".into(), when: When::After },
         ];
-        let script = iteration_script(&commands, &[Observer::Netstat, Observer::Nfsstat], &records);
+        let script =
+            iteration_script(&commands, &[Observer::Netstat, Observer::Nfsstat], &records, Some("/tmp/out.json"));
         // Every section the script prints, in order (a failed setup prints `teardown` too).
         let printed: Vec<&str> = script
             .split("sec ")
@@ -203,6 +222,7 @@ mod tests {
                 "nfsstat",
                 "stdout",
                 "stderr",
+                "metric-file",
                 "bytes",
                 "teardown"
             ]
@@ -218,7 +238,7 @@ mod tests {
     #[test]
     fn hostile_commands_stay_one_argument() {
         let commands = Commands { setup: None, run: "echo '$(reboot)'; echo \"x\"".into(), teardown: None };
-        let script = iteration_script(&commands, &[], &[]);
+        let script = iteration_script(&commands, &[], &[], None);
         let line = script.lines().find(|l| l.starts_with("/usr/bin/time")).unwrap();
         assert_eq!(line, "/usr/bin/time -o \"$d/time\" sh -c 'echo '\\''$(reboot)'\\''; echo \"x\"' > \"$d/stdout\" 2> \"$d/stderr\"");
     }

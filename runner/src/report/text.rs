@@ -62,7 +62,12 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
         crate::schema::measure::Better::Lower => "lower",
         crate::schema::measure::Better::Higher => "higher",
     };
-    let _ = writeln!(t, "measurement {}: {} ({better} is better)", m.name, m.metric);
+    let unit = m.unit.as_ref().map_or(String::new(), |u| format!(" in {u}"));
+    let printed = match &p.output_metric {
+        Some(o) if o.name == m.metric => format!(", printed by `run` ({})", output_source(o)),
+        _ => String::new(),
+    };
+    let _ = writeln!(t, "measurement {}: {}{unit}{printed} ({better} is better)", m.name, m.metric);
     let show_elapsed = m.metric != "elapsed_s";
     let show_mbs = p.bytes.is_some() && m.metric != "throughput_mb_s";
     let mut head = format!("{:<42} {:>12}", "kernel (vm)", format!("median {}", short(&m.metric)));
@@ -171,6 +176,19 @@ fn short_outcome(o: &Outcome) -> String {
         Outcome::TimedOut => "timeout".into(),
         Outcome::Crashed => "crash".into(),
         Outcome::NotRun => "-".into(),
+    }
+}
+
+/// Where an output metric is read: `stdout, /jobs/0/read/iops`, `file /tmp/x.json, regex …`.
+fn output_source(o: &crate::plan::measurement::OutputMetric) -> String {
+    use crate::plan::measurement::{Extract, MetricFrom};
+    let from = match &o.from {
+        MetricFrom::Stdout => "stdout".to_string(),
+        MetricFrom::File(path) => format!("file {path}"),
+    };
+    match &o.extract {
+        Extract::Json(pointer) => format!("{from}, JSON {pointer}"),
+        Extract::Regex(re) => format!("{from}, regex {re:?}"),
     }
 }
 
