@@ -422,7 +422,7 @@ fn analyse_iteration(
             true
         }
         StepStatus::Failed if step.exit_code == Some(i64::from(EXIT_SETUP_FAILED)) => {
-            let sections = Sections::split(&step.stdout_text(dir)?);
+            let sections = Sections::split_bytes(&step.stdout_bytes(dir)?);
             let status = sections.get(Section::SetupExit).and_then(|t| t.trim().parse().ok());
             r.outcome = Outcome::SetupFailed { status };
             r.raw.sections = sections;
@@ -452,7 +452,7 @@ fn analyse_iteration(
         }
         return Ok(r);
     }
-    let sections = Sections::split(&step.stdout_text(dir)?);
+    let sections = Sections::split_bytes(&step.stdout_bytes(dir)?);
     for rc in &m.records {
         if let Some(t) = sections.get(Section::Record(&rc.name)) {
             r.records.insert(rc.name.clone(), t.trim().to_string());

@@ -260,10 +260,16 @@ impl StepRecord {
     ///
     /// Errors: [`RunDirError::Io`] when the file is named but can't be read.
     pub fn stdout_text(&self, run_dir: &Path) -> Result<String, RunDirError> {
-        let Some(rel) = &self.stdout else { return Ok(String::new()) };
+        Ok(String::from_utf8_lossy(&self.stdout_bytes(run_dir)?).into_owned())
+    }
+
+    /// The step's stdout as the guest printed it, byte for byte (see [`Self::stdout_text`]).
+    ///
+    /// Errors: [`RunDirError::Io`] when the file is named but can't be read.
+    pub fn stdout_bytes(&self, run_dir: &Path) -> Result<Vec<u8>, RunDirError> {
+        let Some(rel) = &self.stdout else { return Ok(Vec::new()) };
         let path = run_dir.join(rel);
-        let bytes = std::fs::read(&path).map_err(PathIo::on("reading step output", &path))?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        std::fs::read(&path).map_err(|e| PathIo::on("reading step output", &path)(e).into())
     }
 }
 
