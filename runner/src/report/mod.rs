@@ -11,4 +11,4 @@ pub mod published;
 pub mod snapshot;
 pub mod text;
 
-pub use text::{summary, tables};
+pub use text::{summary, summary_with_problems, tables};

@@ -12,12 +12,25 @@ use crate::scenarios::nfs_read;
 /// The run's summary: status and phase timings, each VM's kernel and boot time, and
 /// every step that did not pass.
 pub fn summary(rec: &RunRecord) -> String {
+    summary_with_problems(rec, 0)
+}
+
+/// [`summary`] of an analysed run with `problems` problems (failed checks, iterations
+/// that did not end as expected, …): a run that passed with problems is `Failed`, as
+/// its exit status says, with their count.
+pub fn summary_with_problems(rec: &RunRecord, problems: usize) -> String {
     let mut text = String::new();
     let t = &rec.timings;
+    let status = match (rec.status, problems) {
+        (crate::run::RunStatus::Passed, n) if n > 0 => {
+            format!("Failed ({n} problem{} below)", if n == 1 { "" } else { "s" })
+        }
+        (other, _) => format!("{other:?}"),
+    };
     let _ = writeln!(
         text,
-        "suite {}: {:?} in {:.1}s (images {:.1}s, boot {:.1}s, steps {:.1}s, teardown {:.1}s)",
-        rec.suite, rec.status, t.total_s, t.images_s, t.boot_s, t.steps_s, t.teardown_s
+        "suite {}: {status} in {:.1}s (images {:.1}s, boot {:.1}s, steps {:.1}s, teardown {:.1}s)",
+        rec.suite, t.total_s, t.images_s, t.boot_s, t.steps_s, t.teardown_s
     );
     for v in &rec.vms {
         let boot = v.boot_s.map_or("-".into(), |b| format!("{b:.1}s"));
