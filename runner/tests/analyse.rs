@@ -245,8 +245,14 @@ fn analyse_of_a_folder_that_is_not_a_run_says_so() {
 /// (per VM: the step status, the script's exit code, and its stdout), built from the
 /// suite's real compiled plan. Only the analysis reads it: no VM is involved.
 fn synthetic_run(compare: &str, ends: &[(&str, &str, Option<i64>, &str)]) -> tempfile::TempDir {
+    synthetic_run_with(&format!("compare: {compare}"), ends)
+}
+
+/// As [`synthetic_run`], with `extra` (YAML lines of the measurement, indented by the
+/// caller after the first) instead of `compare:`.
+fn synthetic_run_with(extra: &str, ends: &[(&str, &str, Option<i64>, &str)]) -> tempfile::TempDir {
     let suite = format!(
-        "name: outcomes\nnetwork: {{ subnet: 10.90.0.0/24 }}\nvms:\n  - {{ name: old, kernel: {{ debian: \"5.10\" }}, address: 10.90.0.2 }}\n  - {{ name: new, kernel: {{ debian: \"6.12\" }}, address: 10.90.0.3 }}\nmeasure:\n  - name: mount\n    on: [old, new]\n    repeat: 1\n    run: mount -t nfs -o proto=udp 10.90.0.9:/srv/export /mnt\n    compare: {compare}\n"
+        "name: outcomes\nnetwork: {{ subnet: 10.90.0.0/24 }}\nvms:\n  - {{ name: old, kernel: {{ debian: \"5.10\" }}, address: 10.90.0.2 }}\n  - {{ name: new, kernel: {{ debian: \"6.12\" }}, address: 10.90.0.3 }}\nmeasure:\n  - name: mount\n    on: [old, new]\n    repeat: 1\n    run: mount -t nfs -o proto=udp 10.90.0.9:/srv/export /mnt\n    {extra}\n"
     );
     let root = support::repo_root();
     let file = vmrepro::schema::load::parse_suite(&root.join("suites/outcomes.yaml"), suite).expect("suite");
@@ -311,6 +317,70 @@ fn outcomes_are_compared_when_the_measurement_says_so() {
     let dir = synthetic_run("outcome", &[("old", "passed", Some(0), &ran(0)), ("new", "timed_out", None, "")]);
     let r = &analyse_dir(dir.path()).unwrap().results.measurements[0];
     assert_eq!(r.vm("new").unwrap().outcome_words(), "timed out ×1");
+}
+
+#[test]
+fn a_number_the_command_prints_is_the_metric_and_a_missing_one_fails_the_iteration() {
+    let m = vmrepro::measure::script::SECTION_MARKER;
+    let printed = |stdout: &str| format!("{}{m}stdout\n{stdout}\n", ran(0));
+    let json = "metric: { name: iops, json: /jobs/0/read/iops, unit: IOPS, better: higher }";
+    let dir = synthetic_run_with(
+        json,
+        &[
+            ("old", "passed", Some(0), &printed(r#"{"jobs": [{"read": {"iops": 812.5}}]}"#)),
+            ("new", "passed", Some(0), &printed("fio: io_u error on file /mnt/nfs/f: Input/output error")),
+        ],
+    );
+    let a = analyse_dir(dir.path()).unwrap();
+    let r = &a.results.measurements[0];
+    assert_eq!(
+        (r.metric.as_str(), r.unit.as_deref(), r.better),
+        ("iops", Some("IOPS"), vmrepro::plan::measurement::Better::Higher)
+    );
+    assert_eq!(r.vm("old").unwrap().metric.as_ref().map(|s| s.median), Some(812.5));
+    assert_eq!(r.vm("old").unwrap().iterations[0].output_metrics.get("iops"), Some(&812.5));
+    assert_eq!(
+        r.problems,
+        vec![
+            r#"new: mount-1: metric iops: in stdout: the output is not JSON (expected ident at line 1 column 2): "fio: io_u error on file /mnt/nfs/f: Input/output error\n""#
+        ]
+    );
+    let new = r.vm("new").unwrap();
+    assert!(!new.iterations[0].counted && new.metric.is_none(), "no value, not a zero");
+    assert_eq!(vmrepro::cli::exit_code(a.record.status, a.results.problems().len()), vmrepro::exit::TEST_FAILURE);
+    let table = vmrepro::report::tables(&a);
+    assert!(
+        table.contains(
+            "measurement mount: iops in IOPS, printed by `run` (stdout, JSON /jobs/0/read/iops) (higher is better)"
+        ),
+        "{table}"
+    );
+    let results = serde_json::to_value(&a.results).unwrap();
+    assert_eq!(results["measurements"][0]["vms"][0]["iterations"][0]["output_metrics"]["iops"], 812.5);
+
+    // From a file `run` wrote, by a regex: a file that is not there is quoted too.
+    let regex = "metric: { name: failures, from: { file: /tmp/out.txt }, regex: 'failures: ([0-9]+)' }";
+    let file = |text: &str| format!("{}{m}metric-file\n{text}\n", ran(0));
+    let dir = synthetic_run_with(
+        regex,
+        &[
+            ("old", "passed", Some(0), &file("run 1\nfailures: 3 of 100")),
+            (
+                "new",
+                "passed",
+                Some(0),
+                &file("head: cannot open '/tmp/out.txt' for reading: No such file or directory"),
+            ),
+        ],
+    );
+    let r = &analyse_dir(dir.path()).unwrap().results.measurements[0];
+    assert_eq!(r.vm("old").unwrap().metric.as_ref().map(|s| s.median), Some(3.0));
+    assert_eq!(
+        r.problems,
+        vec![
+            r#"new: mount-1: metric failures: in file /tmp/out.txt: no match for "failures: ([0-9]+)": "head: cannot open '/tmp/out.txt' for reading: No such file or directory\n""#
+        ]
+    );
 }
 
 #[test]

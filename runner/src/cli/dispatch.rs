@@ -38,7 +38,7 @@ pub fn exit_code(status: RunStatus, problems: usize) -> i32 {
 
 /// The summary, the tables and the problems of an analysed run, as printed.
 pub(super) fn render(a: &Analysis) -> String {
-    let mut text = crate::report::summary(&a.record);
+    let mut text = crate::report::summary_with_problems(&a.record, a.results.problems().len());
     text.push_str(&crate::report::tables(a));
     if let Some(e) = &a.record.error {
         text.push_str(&format!("error: {e}\n"));

@@ -22,10 +22,14 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::observer::{derived_metrics, Observation};
-use super::script::{Section, Sections, EXIT_SETUP_FAILED, EXIT_TEARDOWN_FAILED};
+use super::script::{
+    Section, Sections, EXIT_SETUP_FAILED, EXIT_TEARDOWN_FAILED, METRIC_FILE_KEPT_BYTES, OUTPUT_KEPT_BYTES,
+};
 use super::stats::{compare, delta, summarize, Comparison, Summary};
 use crate::parse::gnutime;
-use crate::plan::measurement::{Better, Bytes, Expect, Iteration, MeasurementPlan, RemoteObserver};
+use crate::plan::measurement::{
+    Better, Bytes, Expect, Iteration, MeasurementPlan, MetricFrom, OutputMetric, RemoteObserver,
+};
 use crate::run::record::RunDirError;
 use crate::run::record::{RunRecord, StepStatus};
 
@@ -103,6 +107,10 @@ pub struct IterationResult {
     pub throughput_mb_s: Option<f64>,
     /// The derived metrics of the observers (deltas over `run`; `None`: not knowable).
     pub metrics: BTreeMap<String, Option<i64>>,
+    /// The number `run` printed (the measurement's `metric:`), by the metric's name;
+    /// absent when it has none, or when the output gave none (then a problem says why).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub output_metrics: BTreeMap<String, f64>,
     /// Every counter that changed over `run`, `name → delta`.
     pub changed_counters: BTreeMap<String, i64>,
     /// Counters absent before `run` and present after it, `name → value after`
@@ -201,6 +209,9 @@ pub struct MeasurementResult {
     pub metric: String,
     /// Which direction of it is better.
     pub better: Better,
+    /// Its unit, when it is a number `run` printed (`metric:`) and the suite gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
     /// The baseline VM.
     pub baseline: String,
     /// Measured VMs in order.
@@ -287,6 +298,7 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
             preset: m.preset.clone(),
             metric: m.metric.name.clone(),
             better: m.metric.better,
+            unit: metric_unit(m),
             baseline: m.baseline.clone(),
             vms,
             problems,
@@ -307,10 +319,16 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
         preset: m.preset.clone(),
         metric: m.metric.name.clone(),
         better: m.metric.better,
+        unit: metric_unit(m),
         baseline: m.baseline.clone(),
         vms,
         problems,
     })
+}
+
+/// The unit of `m`'s verdict metric when it is the number `run` prints.
+fn metric_unit(m: &MeasurementPlan) -> Option<String> {
+    m.output_metric.as_ref().filter(|o| o.name == m.metric.name).and_then(|o| o.unit.clone())
 }
 
 /// The verdict in words: `same`, `slower (2.5x–3.5x)`, or with `worse`/`better` for
@@ -324,9 +342,13 @@ pub fn verdict_text(cmp: &Comparison, speed: bool) -> String {
     }
 }
 
-/// The value of metric `name` in iteration `i`: GNU time's figures, a derived metric,
-/// or a counter's change over `run` (a counter first seen after `run` counts from 0).
+/// The value of metric `name` in iteration `i`: the number `run` printed, GNU time's
+/// figures, a derived metric, or a counter's change over `run` (a counter first seen
+/// after `run` counts from 0).
 pub fn metric_value(name: &str, i: &IterationResult) -> Option<f64> {
+    if let Some(v) = i.output_metrics.get(name) {
+        return Some(*v);
+    }
     match name {
         "elapsed_s" => i.elapsed_s,
         "user_s" => i.user_s,
@@ -380,6 +402,7 @@ fn analyse_iteration(
         bytes: None,
         throughput_mb_s: None,
         metrics: BTreeMap::new(),
+        output_metrics: BTreeMap::new(),
         changed_counters: BTreeMap::new(),
         appeared_counters: BTreeMap::new(),
         remote: vec![],
@@ -399,7 +422,7 @@ fn analyse_iteration(
             true
         }
         StepStatus::Failed if step.exit_code == Some(i64::from(EXIT_SETUP_FAILED)) => {
-            let sections = Sections::split(&step.stdout_text(dir)?);
+            let sections = Sections::split_bytes(&step.stdout_bytes(dir)?);
             let status = sections.get(Section::SetupExit).and_then(|t| t.trim().parse().ok());
             r.outcome = Outcome::SetupFailed { status };
             r.raw.sections = sections;
@@ -429,7 +452,7 @@ fn analyse_iteration(
         }
         return Ok(r);
     }
-    let sections = Sections::split(&step.stdout_text(dir)?);
+    let sections = Sections::split_bytes(&step.stdout_bytes(dir)?);
     for rc in &m.records {
         if let Some(t) = sections.get(Section::Record(&rc.name)) {
             r.records.insert(rc.name.clone(), t.trim().to_string());
@@ -456,6 +479,17 @@ fn analyse_iteration(
     if time.exit_status != Some(m.expect_exit) && !outcomes_compared {
         problems.push(format!("{who}: the command {}, expected exit {}", r.outcome, m.expect_exit));
         r.counted = false;
+    }
+    if let (Some(om), true) = (&m.output_metric, r.counted) {
+        match output_metric(om, &sections) {
+            Ok(v) => {
+                r.output_metrics.insert(om.name.clone(), v);
+            }
+            Err(e) => {
+                problems.push(format!("{who}: metric {}: {e}", om.name));
+                r.counted = false;
+            }
+        }
     }
     for o in &m.observers {
         let kind = o.kind();
@@ -515,6 +549,23 @@ fn analyse_iteration(
     Ok(r)
 }
 
+/// The value of output metric `om` in an iteration's `sections`; the error says where
+/// it was looked for and quotes what was there.
+fn output_metric(om: &OutputMetric, sections: &Sections) -> Result<f64, String> {
+    let (text, whence) = match &om.from {
+        MetricFrom::Stdout => (sections.text(Section::Stdout), "stdout".to_string()),
+        MetricFrom::File(path) => (sections.text(Section::MetricFile), format!("file {path}")),
+    };
+    let cut = match &om.from {
+        MetricFrom::Stdout if text.len() >= OUTPUT_KEPT_BYTES => {
+            " (stdout is kept up to 64 KiB: have `run` write a file and use `from: {file: PATH}`)"
+        }
+        MetricFrom::File(_) if text.len() >= METRIC_FILE_KEPT_BYTES => " (the file is read up to 1 MiB)",
+        _ => "",
+    };
+    super::output_metric::extract(om, text).map_err(|e| format!("in {whence}: {e}{cut}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,6 +586,7 @@ mod tests {
                 ("rpc_retransmissions".to_string(), Some(7)),
                 ("udp_receive_errors".to_string(), None),
             ]),
+            output_metrics: BTreeMap::from([("iops".to_string(), 812.5)]),
             changed_counters: BTreeMap::from([("netstat.Tcp.InSegs".to_string(), 16569)]),
             appeared_counters: BTreeMap::from([("netstat.TcpExt.TCPOFOQueue".to_string(), 1412)]),
             remote: Vec::new(),
@@ -555,5 +607,6 @@ mod tests {
         // `netstat -s` leaves zeros out: a counter first seen after `run` changed by its value.
         assert_eq!(metric_value("netstat.TcpExt.TCPOFOQueue", &i), Some(1412.0));
         assert_eq!(metric_value("netstat.TcpExt.NoSuchCounter", &i), None);
+        assert_eq!(metric_value("iops", &i), Some(812.5), "the number `run` printed");
     }
 }

@@ -66,7 +66,7 @@ pub fn expand(
                 open[*ri] = Some((m.iterations.len(), readings.len()));
                 readings.push(RemoteReading { observer: *ri, vm: rvm.clone(), before: name, after: String::new() });
             }
-            let script = iteration_script(&mv.commands, &m.observers, &m.records);
+            let script = iteration_script(&mv.commands, &m.observers, &m.records, m.metric_file());
             let v = vm_index(vms, &mv.vm);
             vms[v].steps.push(
                 StepPlan::new(

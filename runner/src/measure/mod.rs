@@ -4,6 +4,7 @@
 //!
 //! - [`observer`]: what is read around each iteration (`netstat -s`, `nfsstat`,
 //!   `mountstats`, another VM's netem) and the derived metrics, as data;
+//! - [`output_metric`]: a number `run` prints (JSON pointer or regex);
 //! - [`script`]: the guest script of one iteration and its sections;
 //! - [`expand`]: a compiled measurement ([`crate::plan::measurement`]) → its steps;
 //! - [`analysis`]: a saved run folder → per-iteration numbers, summaries, verdicts;
@@ -19,6 +20,7 @@ pub mod analysis;
 pub mod expand;
 pub mod format;
 pub mod observer;
+pub mod output_metric;
 pub mod script;
 pub mod stats;
 pub mod verdict;

@@ -1,7 +1,9 @@
 //! The guest script of one measured iteration, and reading its output back.
 //!
 //! The script prints every output it collects as a **section**: a marker line
-//! ([`SECTION_MARKER`] + the section's name) followed by the output. [`Section`] is the
+//! ([`SECTION_MARKER`] + the section's name + ` bytes=N`) followed by exactly the N
+//! bytes of output and a newline, whatever the output holds (no trailing newline,
+//! lines that look like markers, binary bytes). [`Section`] is the
 //! one definition of the section names: [`iteration_script`] writes them and
 //! [`Sections::get`] reads them, so a misspelt section is a compile error, not an empty
 //! text at run time.
@@ -14,7 +16,9 @@
 //! 3. every observer (section `before-<observer>`), then `uname -r` (`uname`);
 //! 4. `run`, timed by GNU time (`/usr/bin/time -o`): its report in `time`, the command's
 //!    stdout and stderr (first 64 KiB each) in `stdout` and `stderr`;
-//! 5. every observer again (section `<observer>`), then the records with `when: after`;
+//! 5. every observer again (section `<observer>`), the file of `metric: {from: {file:
+//!    PATH}}` (section `metric-file`, its first [`METRIC_FILE_KEPT_BYTES`]), then the
+//!    records with `when: after`;
 //! 6. `teardown` (section `teardown`); if it fails: exit 12.
 //!
 //! The run command's own exit status does not fail the step: GNU time reports it
@@ -31,6 +35,9 @@ pub const SECTION_MARKER: &str = "### vmrepro section: ";
 
 /// Most bytes of the run command's stdout and stderr kept (each).
 pub const OUTPUT_KEPT_BYTES: usize = 64 * 1024;
+
+/// Most bytes kept of the file a measurement's metric is read from.
+pub const METRIC_FILE_KEPT_BYTES: usize = 1024 * 1024;
 
 /// Exit status of the iteration script when `setup` failed.
 pub const EXIT_SETUP_FAILED: i32 = 10;
@@ -56,6 +63,8 @@ pub enum Section<'a> {
     Teardown,
     /// `setup`'s exit status, printed only when it failed.
     SetupExit,
+    /// The file the measurement's metric is read from (first [`METRIC_FILE_KEPT_BYTES`]).
+    MetricFile,
     /// An observer before `run`.
     Before(ObserverKind),
     /// An observer after `run`.
@@ -65,7 +74,8 @@ pub enum Section<'a> {
 }
 
 /// Section names that a record may not take.
-pub const BUILTIN_SECTIONS: &[&str] = &["setup", "uname", "time", "stdout", "stderr", "teardown", "setup-exit"];
+pub const BUILTIN_SECTIONS: &[&str] =
+    &["setup", "uname", "time", "stdout", "stderr", "teardown", "setup-exit", "metric-file"];
 
 impl Section<'_> {
     /// The section's name in the script's output: `setup`, `before-netstat`, `netstat`, …
@@ -78,6 +88,7 @@ impl Section<'_> {
             Section::Stderr => "stderr".into(),
             Section::Teardown => "teardown".into(),
             Section::SetupExit => "setup-exit".into(),
+            Section::MetricFile => "metric-file".into(),
             Section::Before(k) => format!("before-{}", k.name()),
             Section::After(k) => k.name().into(),
             Section::Record(name) => (*name).into(),
@@ -85,23 +96,35 @@ impl Section<'_> {
     }
 }
 
-/// The guest script of one iteration (see the module docs).
-pub fn iteration_script(commands: &Commands, observers: &[Observer], records: &[Record]) -> String {
+/// The guest script of one iteration (see the module docs); `metric_file`: the file
+/// the measurement's metric is read from, if it is a file.
+pub fn iteration_script(
+    commands: &Commands,
+    observers: &[Observer],
+    records: &[Record],
+    metric_file: Option<&str>,
+) -> String {
     let mut s = String::new();
     let sec = |s: &mut String, section: Section<'_>, cmd: &str| {
-        s.push_str(&format!("sec {}; {cmd}\n", section.name()));
+        s.push_str(&format!("{}\n", framed(section, cmd)));
     };
-    s.push_str(&format!("sec() {{ echo \"{SECTION_MARKER}$1\"; }}\n"));
+    // `{SECTION_FN} NAME` prints the section kept in "$d/sec" with its length in bytes
+    // (so that no output can end or fake a section) and returns the status the
+    // command before it ended with.
+    s.push_str(&format!(
+        "{SECTION_FN}() {{ r=$?; n=$(wc -c < \"$d/sec\"); printf '%s%s {LENGTH_KEY}%s\\n' '{SECTION_MARKER}' \"$1\" \"$((n))\"; cat \"$d/sec\"; echo; return $r; }}\n"
+    ));
     s.push_str(&format!("d=$(mktemp -d) || exit {EXIT_NO_TEMP}\n"));
     s.push_str("trap 'rm -rf \"$d\"' EXIT\n");
     let teardown = commands.teardown.as_deref().map(shell_quote);
     if let Some(setup) = &commands.setup {
         s.push_str(&format!(
-            "sec {}; sh -c {} 2>&1 || {{ s=$?; sec {}; echo $s; {}exit {EXIT_SETUP_FAILED}; }}\n",
-            Section::Setup.name(),
-            shell_quote(setup),
-            Section::SetupExit.name(),
-            teardown.as_ref().map_or(String::new(), |t| format!("sec {}; sh -c {t} 2>&1; ", Section::Teardown.name()))
+            "{} || {{ s=$?; {}; {}exit {EXIT_SETUP_FAILED}; }}\n",
+            framed(Section::Setup, &format!("sh -c {} 2>&1", shell_quote(setup))),
+            framed(Section::SetupExit, "echo $s"),
+            teardown
+                .as_ref()
+                .map_or(String::new(), |t| format!("{}; ", framed(Section::Teardown, &format!("sh -c {t} 2>&1"))))
         ));
     }
     for r in records.iter().filter(|r| r.when == When::Before) {
@@ -121,13 +144,31 @@ pub fn iteration_script(commands: &Commands, observers: &[Observer], records: &[
     }
     sec(&mut s, Section::Stdout, &format!("head -c {OUTPUT_KEPT_BYTES} \"$d/stdout\""));
     sec(&mut s, Section::Stderr, &format!("head -c {OUTPUT_KEPT_BYTES} \"$d/stderr\""));
+    if let Some(path) = metric_file {
+        sec(&mut s, Section::MetricFile, &format!("head -c {METRIC_FILE_KEPT_BYTES} {} 2>&1", shell_quote(path)));
+    }
     for r in records.iter().filter(|r| r.when == When::After) {
         sec(&mut s, Section::Record(&r.name), &format!("sh -c {} 2>&1", shell_quote(&r.command)));
     }
     if let Some(t) = &teardown {
-        s.push_str(&format!("sec {}; sh -c {t} 2>&1 || exit {EXIT_TEARDOWN_FAILED}\n", Section::Teardown.name()));
+        s.push_str(&format!(
+            "{} || exit {EXIT_TEARDOWN_FAILED}\n",
+            framed(Section::Teardown, &format!("sh -c {t} 2>&1"))
+        ));
     }
     s
+}
+
+/// The shell function of the iteration script that prints one section.
+const SECTION_FN: &str = "vmrepro_section";
+
+/// What follows a section's name on its marker line: its length in bytes.
+const LENGTH_KEY: &str = "bytes=";
+
+/// `cmd`'s stdout kept in a file, then printed as `section` with its length; the
+/// line's status is `cmd`'s.
+fn framed(section: Section<'_>, cmd: &str) -> String {
+    format!("{{ {cmd}; }} > \"$d/sec\"; {SECTION_FN} {}", section.name())
 }
 
 /// An iteration's output split into its sections.
@@ -135,20 +176,51 @@ pub fn iteration_script(commands: &Commands, observers: &[Observer], records: &[
 pub struct Sections(BTreeMap<String, String>);
 
 impl Sections {
-    /// Splits the iteration script's stdout at its marker lines; text before the first
-    /// marker is dropped. A section printed twice keeps both texts, in order.
-    pub fn split(stdout: &str) -> Sections {
+    /// Splits the iteration script's stdout, byte for byte as the guest printed it, at
+    /// its marker lines. A marker line that gives the section's length
+    /// (`### vmrepro section: time bytes=212`) is followed by exactly that many bytes
+    /// of output and a newline, so output without a trailing newline, output that looks
+    /// like a marker and binary bytes stay inside their section; a section cut short (a
+    /// step that ended early) keeps what there is. A marker line without a length (runs
+    /// recorded before lengths were printed) starts a section that runs to the next
+    /// marker line. Text outside any section is dropped; a section printed twice keeps
+    /// both texts, in order. Each section's text is lossy UTF-8.
+    pub fn split_bytes(stdout: &[u8]) -> Sections {
         let mut out: BTreeMap<String, String> = BTreeMap::new();
         let mut current: Option<String> = None;
-        for line in stdout.lines() {
-            if let Some(name) = line.strip_prefix(SECTION_MARKER) {
-                let name = name.trim().to_string();
-                out.entry(name.clone()).or_default();
-                current = Some(name);
-            } else if let Some(c) = &current {
-                let s = out.get_mut(c).expect("inserted");
-                s.push_str(line);
-                s.push('\n');
+        let mut pos = 0;
+        while pos < stdout.len() {
+            let end = stdout[pos..].iter().position(|b| *b == b'\n').map_or(stdout.len(), |i| pos + i);
+            let line = &stdout[pos..end];
+            let next = (end + 1).min(stdout.len());
+            let Some(rest) = line.strip_prefix(SECTION_MARKER.as_bytes()) else {
+                if let Some(c) = &current {
+                    let s = out.get_mut(c).expect("inserted");
+                    s.push_str(&String::from_utf8_lossy(line));
+                    s.push('\n');
+                }
+                pos = next;
+                continue;
+            };
+            let rest = String::from_utf8_lossy(rest);
+            let counted = rest
+                .trim()
+                .split_once(' ')
+                .and_then(|(name, len)| Some((name.to_string(), len.strip_prefix(LENGTH_KEY)?.parse::<usize>().ok()?)));
+            match counted {
+                Some((name, len)) => {
+                    let body_end = next.saturating_add(len).min(stdout.len());
+                    out.entry(name).or_default().push_str(&String::from_utf8_lossy(&stdout[next..body_end]));
+                    current = None;
+                    // The newline the script prints after the output.
+                    pos = if stdout.get(body_end) == Some(&b'\n') { body_end + 1 } else { body_end };
+                }
+                None => {
+                    let name = rest.trim().to_string();
+                    out.entry(name.clone()).or_default();
+                    current = Some(name);
+                    pos = next;
+                }
             }
         }
         Sections(out)
@@ -184,13 +256,13 @@ mod tests {
             &commands,
             &[Observer::new(ObserverKind::named("netstat")), Observer::new(ObserverKind::named("nfsstat"))],
             &records,
+            Some("/tmp/out.json"),
         );
         // Every section the script prints, in order (a failed setup prints `teardown` too).
         let printed: Vec<&str> = script
-            .split("sec ")
+            .split(&format!("; {SECTION_FN} "))
             .skip(1)
-            .filter_map(|rest| rest.split_once(';').map(|(name, _)| name))
-            .filter(|name| !name.contains(' '))
+            .filter_map(|rest| rest.split([';', ' ', '\n']).next())
             .collect();
         assert_eq!(
             printed,
@@ -207,13 +279,14 @@ mod tests {
                 "nfsstat",
                 "stdout",
                 "stderr",
+                "metric-file",
                 "bytes",
                 "teardown"
             ]
         );
         assert!(script.contains("sh -c 'cat '\\''f'\\'' > /dev/null'"), "{script}");
         let out = format!("junk\n{m}uname\n6.1.0\n{m}time\n0.50 real\n{m}bytes\n100\n", m = SECTION_MARKER);
-        let s = Sections::split(&out);
+        let s = Sections::split_bytes(out.as_bytes());
         assert_eq!(s.text(Section::Uname), "6.1.0\n");
         assert_eq!(s.get(Section::Record("bytes")), Some("100\n"));
         assert_eq!(s.get(Section::Stdout), None);
@@ -222,8 +295,75 @@ mod tests {
     #[test]
     fn hostile_commands_stay_one_argument() {
         let commands = Commands { setup: None, run: "echo '$(reboot)'; echo \"x\"".into(), teardown: None };
-        let script = iteration_script(&commands, &[], &[]);
+        let script = iteration_script(&commands, &[], &[], None);
         let line = script.lines().find(|l| l.starts_with("/usr/bin/time")).unwrap();
         assert_eq!(line, "/usr/bin/time -o \"$d/time\" sh -c 'echo '\\''$(reboot)'\\''; echo \"x\"' > \"$d/stdout\" 2> \"$d/stderr\"");
+    }
+
+    /// `bytes` as a `printf` format that prints exactly them (every byte an octal escape).
+    fn printf_of(bytes: &[u8]) -> String {
+        let escaped: String = bytes.iter().map(|b| format!("\\{b:03o}")).collect();
+        format!("printf '{escaped}'")
+    }
+
+    /// Runs an iteration script with `sh` on the host, with GNU time taken out (the
+    /// host may lack it; the `time` section is then empty), and returns its stdout.
+    fn run_on_host(script: &str) -> Vec<u8> {
+        let script = script.replace("/usr/bin/time -o \"$d/time\" ", "");
+        let out = std::process::Command::new("sh").arg("-c").arg(&script).output().expect("sh runs");
+        assert!(out.status.success(), "{:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    }
+
+    #[test]
+    fn framing_survives_outputs_without_newline_with_markers_and_binary_bytes() {
+        let glued = format!("{SECTION_MARKER}netstat bytes=3\nno newline");
+        let outputs: [&[u8]; 3] = [b"a b c", glued.as_bytes(), b"\xff\x00\xfe\n\n"];
+        let records: Vec<Record> = outputs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| Record { name: format!("r{i}"), command: printf_of(o), when: When::After })
+            .collect();
+        let commands = Commands { setup: None, run: printf_of(b"tail with no newline"), teardown: None };
+        let out = run_on_host(&iteration_script(&commands, &[], &records, None));
+        let s = Sections::split_bytes(&out);
+        assert_eq!(s.text(Section::Stdout), "tail with no newline");
+        for (i, o) in outputs.iter().enumerate() {
+            assert_eq!(s.text(Section::Record(&format!("r{i}"))), String::from_utf8_lossy(o), "record r{i}");
+        }
+        assert_eq!(s.get(Section::After(ObserverKind::named("netstat"))), None, "a marker inside output is output");
+    }
+
+    /// Output chunks: any bytes, newlines, and lines that look like section markers
+    /// (with and without a length).
+    fn output() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let chunk = prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..40),
+            Just(b"\n".to_vec()),
+            Just(format!("{SECTION_MARKER}stdout").into_bytes()),
+            (0usize..50).prop_map(|n| format!("\n{SECTION_MARKER}time bytes={n}\n").into_bytes()),
+        ];
+        proptest::collection::vec(chunk, 0..6).prop_map(|c| c.concat())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        #[test]
+        fn every_section_reads_back_as_printed(run in output(), before in output(), after in output()) {
+            let records = [
+                Record { name: "before".into(), command: printf_of(&before), when: When::Before },
+                Record { name: "after".into(), command: printf_of(&after), when: When::After },
+            ];
+            let commands = Commands { setup: Some("true".into()), run: printf_of(&run), teardown: Some("true".into()) };
+            let out = run_on_host(&iteration_script(&commands, &[], &records, None));
+            let s = Sections::split_bytes(&out);
+            proptest::prop_assert_eq!(s.text(Section::Stdout), String::from_utf8_lossy(&run));
+            proptest::prop_assert_eq!(s.text(Section::Record("before")), String::from_utf8_lossy(&before));
+            proptest::prop_assert_eq!(s.text(Section::Record("after")), String::from_utf8_lossy(&after));
+            proptest::prop_assert_eq!(s.text(Section::Setup), "");
+            proptest::prop_assert_eq!(s.get(Section::Teardown), Some(""));
+            proptest::prop_assert!(s.get(Section::Uname).is_some_and(|u| !u.trim().is_empty()));
+        }
     }
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::schema::measure::Rule;
 use crate::schema::measure::VerdictSpec;
-pub use crate::schema::measure::{Better, When};
+pub use crate::schema::measure::{Better, MetricFrom, When};
 use crate::schema::SnapshotVerdicts;
 
 /// A measurement, ready to expand and to analyse.
@@ -39,6 +39,10 @@ pub struct MeasurementPlan {
     pub records: Vec<Record>,
     /// Bytes `run` moves, for `throughput_mb_s`.
     pub bytes: Option<Bytes>,
+    /// A number `run` prints, parsed in every iteration (`measure[].metric`); absent
+    /// from plans saved before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_metric: Option<OutputMetric>,
     /// The metric the verdict uses.
     pub metric: Metric,
     /// Checks on every measured iteration's output.
@@ -101,6 +105,16 @@ impl Default for VerdictPolicy {
     }
 }
 
+impl MeasurementPlan {
+    /// The guest file the output metric is read from, when it is read from a file.
+    pub fn metric_file(&self) -> Option<&str> {
+        match &self.output_metric {
+            Some(OutputMetric { from: MetricFrom::File(path), .. }) => Some(path),
+            _ => None,
+        }
+    }
+}
+
 /// One measured VM and the commands of its iterations.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MeasuredVm {
@@ -137,6 +151,32 @@ impl Metric {
     pub fn is_speed(&self) -> bool {
         matches!(self.name.as_str(), "elapsed_s" | "user_s" | "system_s" | "throughput_mb_s")
     }
+}
+
+/// A number the measured command prints: where it is and how to find it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputMetric {
+    /// Its name (`value` unless the suite names it), a metric like `elapsed_s`.
+    pub name: String,
+    /// Where it is printed.
+    pub from: MetricFrom,
+    /// How it is found there.
+    pub extract: Extract,
+    /// Its unit, for tables and reports (`IOPS`, `bit/s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// Which direction is better.
+    pub better: Better,
+}
+
+/// How an [`OutputMetric`] is found in its text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Extract {
+    /// The text is JSON; the number is at this RFC 6901 pointer.
+    Json(String),
+    /// The first match of this regular expression; its one capture group is the number.
+    Regex(String),
 }
 
 /// A check on an iteration's output.

@@ -39,6 +39,8 @@ pub const DEFAULT_MTU: u32 = 1500;
 pub const DEFAULT_REPEAT: u32 = 1;
 /// The metric a verdict uses by default.
 pub const DEFAULT_METRIC: &str = "elapsed_s";
+/// Name of a measurement's `metric:` (a number `run` prints) when the suite gives none.
+pub const DEFAULT_OUTPUT_METRIC: &str = "value";
 
 /// A whole run, ready to execute; written to every run folder as `plan.json`.
 #[derive(Debug, Clone, Serialize)]

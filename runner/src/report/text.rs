@@ -12,12 +12,25 @@ use crate::run::{RunRecord, StepStatus};
 /// The run's summary: status and phase timings, each VM's kernel and boot time, and
 /// every step that did not pass.
 pub fn summary(rec: &RunRecord) -> String {
+    summary_with_problems(rec, 0)
+}
+
+/// [`summary`] of an analysed run with `problems` problems (failed checks, iterations
+/// that did not end as expected, …): a run that passed with problems is `Failed`, as
+/// its exit status says, with their count.
+pub fn summary_with_problems(rec: &RunRecord, problems: usize) -> String {
     let mut text = String::new();
     let t = &rec.timings;
+    let status = match (rec.status, problems) {
+        (crate::run::RunStatus::Passed, n) if n > 0 => {
+            format!("Failed ({n} problem{} below)", if n == 1 { "" } else { "s" })
+        }
+        (other, _) => format!("{other:?}"),
+    };
     let _ = writeln!(
         text,
-        "suite {}: {:?} in {:.1}s (images {:.1}s, boot {:.1}s, steps {:.1}s, teardown {:.1}s)",
-        rec.suite, rec.status, t.total_s, t.images_s, t.boot_s, t.steps_s, t.teardown_s
+        "suite {}: {status} in {:.1}s (images {:.1}s, boot {:.1}s, steps {:.1}s, teardown {:.1}s)",
+        rec.suite, t.total_s, t.images_s, t.boot_s, t.steps_s, t.teardown_s
     );
     for v in &rec.vms {
         let boot = v.boot_s.map_or("-".into(), |b| format!("{b:.1}s"));
@@ -63,7 +76,12 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
         crate::schema::measure::Better::Lower => "lower",
         crate::schema::measure::Better::Higher => "higher",
     };
-    let _ = writeln!(t, "measurement {}: {} ({better} is better)", m.name, m.metric);
+    let unit = m.unit.as_ref().map_or(String::new(), |u| format!(" in {u}"));
+    let printed = match &p.output_metric {
+        Some(o) if o.name == m.metric => format!(", printed by `run` ({})", output_source(o)),
+        _ => String::new(),
+    };
+    let _ = writeln!(t, "measurement {}: {}{unit}{printed} ({better} is better)", m.name, m.metric);
     let show_elapsed = m.metric != "elapsed_s";
     let show_mbs = p.bytes.is_some() && m.metric != "throughput_mb_s";
     let mut head = format!("{:<42} {:>12}", "kernel (vm)", format!("median {}", short(&m.metric)));
@@ -172,6 +190,19 @@ fn short_outcome(o: &Outcome) -> String {
         Outcome::TimedOut => "timeout".into(),
         Outcome::Crashed => "crash".into(),
         Outcome::NotRun => "-".into(),
+    }
+}
+
+/// Where an output metric is read: `stdout, /jobs/0/read/iops`, `file /tmp/x.json, regex …`.
+fn output_source(o: &crate::plan::measurement::OutputMetric) -> String {
+    use crate::plan::measurement::{Extract, MetricFrom};
+    let from = match &o.from {
+        MetricFrom::Stdout => "stdout".to_string(),
+        MetricFrom::File(path) => format!("file {path}"),
+    };
+    match &o.extract {
+        Extract::Json(pointer) => format!("{from}, JSON {pointer}"),
+        Extract::Regex(re) => format!("{from}, regex {re:?}"),
     }
 }
 

@@ -277,8 +277,15 @@ impl StepRecord {
     /// Errors: [`RunDirError::File`] when the file is named but can't be read, is a link,
     /// not a regular file, outside `run_dir` or over [`MAX_OUTPUT_BYTES`].
     pub fn stdout_text(&self, run_dir: &Path) -> Result<String, RunDirError> {
-        let Some(rel) = &self.stdout else { return Ok(String::new()) };
-        match Folder::open(run_dir)?.read_text(rel, MAX_OUTPUT_BYTES) {
+        Ok(String::from_utf8_lossy(&self.stdout_bytes(run_dir)?).into_owned())
+    }
+
+    /// The step's stdout as the guest printed it, byte for byte (see [`Self::stdout_text`]).
+    ///
+    /// Errors: as [`Self::stdout_text`].
+    pub fn stdout_bytes(&self, run_dir: &Path) -> Result<Vec<u8>, RunDirError> {
+        let Some(rel) = &self.stdout else { return Ok(Vec::new()) };
+        match Folder::open(run_dir)?.read(rel, MAX_OUTPUT_BYTES) {
             Err(FileError::Outside { path, .. }) => Err(RunDirError::Json {
                 path: run_dir.join(super::RUN_FILE),
                 message: format!(

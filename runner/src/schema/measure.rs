@@ -17,7 +17,8 @@
 //!     observe: [netstat, nfsstat, {mountstats: {mount: /mnt/nfs, ops: [WRITE, COMMIT]}}, {netem: server}]
 //!     record: [{name: size, run: "stat -c %s /mnt/nfs/f", when: after}]
 //!     bytes: 104857600                      # bytes `run` moves: gives throughput_mb_s
-//!     compare: elapsed_s                    # the verdict's metric (default elapsed_s)
+//!     metric: {from: stdout, json: /jobs/0/write/iops, unit: IOPS, better: higher}   # a number `run` prints
+//!     compare: elapsed_s                    # the verdict's metric (default elapsed_s, or `metric`'s name)
 //!     better: lower                         # lower | higher (default: lower; higher for throughput)
 //!     checks: [{section: size, equals: 104857600}]
 //!     table: [mountstats.COMMIT.ops]         # extra columns: medians of metrics/counters
@@ -80,8 +81,13 @@ pub struct MeasureSpec {
     /// Bytes `run` moves (gives the metric `throughput_mb_s`, MB = 10^6 bytes).
     #[serde(default)]
     pub bytes: Option<u64>,
-    /// The metric the verdict uses (default `elapsed_s`), or `outcome`: compare how the
-    /// iterations ended (exit status, timeout, crash) instead of a number.
+    /// A number `run` prints (on stdout, or into a file): parsed in every iteration, it
+    /// is the verdict's metric unless `compare` names another.
+    #[serde(default, with = "serde_yaml::with::singleton_map_recursive")]
+    pub metric: Option<OutputMetricSpec>,
+    /// The metric the verdict uses (default `elapsed_s`, or `metric`'s name when there
+    /// is a `metric`), or `outcome`: compare how the iterations ended (exit status,
+    /// timeout, crash) instead of a number.
     #[serde(default)]
     pub compare: Option<String>,
     /// Which direction of `compare` is better.
@@ -100,6 +106,50 @@ pub struct MeasureSpec {
     /// How its comparisons are decided (overrides the suite's `verdict:`, key by key).
     #[serde(default)]
     pub verdict: Option<VerdictSpec>,
+}
+
+/// `metric:`: a number the measured command prints, found by a JSON pointer or a
+/// regular expression.
+///
+/// ```yaml
+/// metric: {from: stdout, json: /jobs/0/read/iops, unit: IOPS, better: higher}
+/// metric: {name: received, from: {file: /tmp/iperf3.json}, json: /end/sum_received/bits_per_second, unit: bit/s, better: higher}
+/// metric: {from: stdout, regex: 'failures: ([0-9]+)', unit: failures}
+/// ```
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OutputMetricSpec {
+    /// The metric's name in tables, `compare`, `table` and `snapshot.signs`:
+    /// `[a-z][a-z0-9_]*` (default `value`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Where the number is: `stdout` (default; `run`'s first 64 KiB) or `{file: PATH}`
+    /// (an absolute guest path `run` writes, its first 1 MiB read after `run`).
+    #[serde(default)]
+    pub from: Option<MetricFrom>,
+    /// An RFC 6901 JSON pointer into the output, parsed as JSON (`/jobs/0/read/iops`).
+    #[serde(default)]
+    pub json: Option<String>,
+    /// A regular expression (Rust `regex` syntax) with exactly one capture group, the
+    /// number; its first match counts.
+    #[serde(default)]
+    pub regex: Option<String>,
+    /// The number's unit, shown beside it (`IOPS`, `bit/s`, `files/s`).
+    #[serde(default)]
+    pub unit: Option<String>,
+    /// Which direction is better (default `lower`).
+    #[serde(default)]
+    pub better: Option<Better>,
+}
+
+/// Where a [`OutputMetricSpec`]'s number is printed.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum MetricFrom {
+    /// `run`'s stdout.
+    Stdout,
+    /// A file in the guest that `run` writes (absolute path).
+    File(String),
 }
 
 /// One observer in `observe:`: a kind of [`crate::parse::OBSERVERS`] by name

@@ -361,8 +361,11 @@ fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm])
         };
         let n = m.vms.first().map_or(0, |v| v.iterations.iter().filter(|i| i.counted).count());
         s.push(Block::Para(format!(
-            "Measurement {}: metric {} ({better}), {n} counted repeat(s) per VM, baseline {}. value = median of the repeats, %stddev = standard deviation / mean, %change = candidate vs baseline; counters are deltas over the measured command.",
-            m.name, m.metric, m.baseline
+            "Measurement {}: metric {}{} ({better}), {n} counted repeat(s) per VM, baseline {}. value = median of the repeats, %stddev = standard deviation / mean, %change = candidate vs baseline; counters are deltas over the measured command.",
+            m.name,
+            m.metric,
+            m.unit.as_ref().map_or(String::new(), |u| format!(" in {u}, a number the measured command printed")),
+            m.baseline
         )));
         let Some(base) = m.vm(&m.baseline) else { continue };
         for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
@@ -387,7 +390,11 @@ fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm])
                 verdict: v.verdict.clone().unwrap_or_else(|| "-".into()),
             })
             .collect();
-        s.push(Block::Chart(strip_chart(&format!("{}: {}", m.name, m.metric), unit_of(&m.metric), &series)));
+        s.push(Block::Chart(strip_chart(
+            &format!("{}: {}", m.name, m.metric),
+            m.unit.as_deref().unwrap_or(unit_of(&m.metric)),
+            &series,
+        )));
         let lines: Vec<String> = crate::report::text::verdict_lines(m).lines().map(str::to_string).collect();
         if !lines.is_empty() {
             s.push(Block::Items(lines));

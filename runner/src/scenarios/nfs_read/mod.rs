@@ -186,6 +186,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
             Record { name: RECORD_BYTES.into(), command: format!("wc -c < {}", shell_quote(&file)), when: When::After },
         ],
         bytes: Some(Bytes::Record(RECORD_BYTES.into())),
+        output_metric: None,
         metric: Metric { name: crate::plan::DEFAULT_METRIC.into(), better: Better::Lower },
         checks,
         table: vec![],

@@ -5,12 +5,12 @@
 use std::time::Duration;
 
 use crate::plan::measurement::{
-    Better, Bytes, Check, Commands, Expect, MeasuredVm, MeasurementPlan, Metric, Observer, Record, RemoteObserver,
-    Scope, SnapshotPolicy, VerdictPolicy,
+    Better, Bytes, Check, Commands, Expect, Extract, MeasuredVm, MeasurementPlan, Metric, MetricFrom, Observer,
+    OutputMetric, Record, RemoteObserver, Scope, SnapshotPolicy, VerdictPolicy,
 };
 use crate::plan::nfs_read::NfsPlan;
-use crate::plan::{names, Dependency, VmPlan, DEFAULT_METRIC, DEFAULT_REPEAT};
-use crate::schema::measure::{MeasureSpec, ObserverSpec};
+use crate::plan::{names, Dependency, VmPlan, DEFAULT_METRIC, DEFAULT_OUTPUT_METRIC, DEFAULT_REPEAT};
+use crate::schema::measure::{MeasureSpec, ObserverSpec, OutputMetricSpec};
 use crate::schema::text::scalar_text;
 use crate::schema::SuiteSpec;
 
@@ -60,8 +60,16 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
             }
         }
     }
-    let metric = spec.compare.clone().unwrap_or_else(|| DEFAULT_METRIC.into());
-    let better = spec.better.unwrap_or(if metric == "throughput_mb_s" { Better::Higher } else { Better::Lower });
+    let output_metric = spec.metric.as_ref().map(output_metric);
+    let metric = spec
+        .compare
+        .clone()
+        .or_else(|| output_metric.as_ref().map(|o| o.name.clone()))
+        .unwrap_or_else(|| DEFAULT_METRIC.into());
+    let better = match &output_metric {
+        Some(o) if o.name == metric => o.better,
+        _ => spec.better.unwrap_or(if metric == "throughput_mb_s" { Better::Higher } else { Better::Lower }),
+    };
     let snap = spec.snapshot.clone().unwrap_or_default();
     MeasurementPlan {
         name: spec.name.clone(),
@@ -80,6 +88,7 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
             .map(|r| Record { name: r.name.clone(), command: r.run.clone(), when: r.when.unwrap_or_default() })
             .collect(),
         bytes: spec.bytes.map(Bytes::Fixed),
+        output_metric,
         metric: Metric { name: metric, better },
         checks: spec
             .checks
@@ -104,6 +113,21 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
         },
         verdict: VerdictPolicy::from_specs(suite.verdict.as_ref(), spec.verdict.as_ref()),
         iterations: vec![],
+    }
+}
+
+/// A validated `metric:` (exactly one of `json` and `regex`).
+fn output_metric(o: &OutputMetricSpec) -> OutputMetric {
+    let extract = match (&o.json, &o.regex) {
+        (Some(pointer), _) => Extract::Json(pointer.clone()),
+        (None, re) => Extract::Regex(re.clone().unwrap_or_default()),
+    };
+    OutputMetric {
+        name: o.name.clone().unwrap_or_else(|| DEFAULT_OUTPUT_METRIC.into()),
+        from: o.from.clone().unwrap_or(MetricFrom::Stdout),
+        extract,
+        unit: o.unit.clone(),
+        better: o.better.unwrap_or(Better::Lower),
     }
 }
 

@@ -68,6 +68,7 @@ fn check_one(
     let kinds = check_observers(errs, s, m, k);
     let records = check_records(errs, m, k);
     check_bytes(errs, m, k);
+    super::output_metric::check(errs, m, k);
     check_metric_table(errs, m, k, &kinds);
     check_checks(errs, m, k, &records);
     if let Some(snap) = &m.snapshot {
@@ -402,7 +403,7 @@ fn check_snapshot(
 /// `snapshot.signs`), given its observer kinds `kinds`; the error says why not.
 fn metric_ok(m: &MeasureSpec, kinds: &BTreeSet<ObserverKind>, name: &str) -> Result<(), String> {
     let derived = derived_metrics(kinds.iter().copied());
-    if TIME_METRICS.contains(&name) || derived.contains_key(name) {
+    if TIME_METRICS.contains(&name) || derived.contains_key(name) || super::output_metric::name(m) == Some(name) {
         return Ok(());
     }
     if name == "throughput_mb_s" {
@@ -423,7 +424,7 @@ fn metric_ok(m: &MeasureSpec, kinds: &BTreeSet<ObserverKind>, name: &str) -> Res
             match all.get(name) {
                 Some(_) => Err(format!("{name} comes from an observer this measurement lacks; add it to `observe`")),
                 None => Err(format!(
-                    "{} is not a metric: use elapsed_s, user_s, system_s, throughput_mb_s, a derived metric of the observers ({}), a counter name (netstat.Ip.ReasmFails, nfs.client.rpc.retrans, mountstats.READ.transmissions), or (for `compare`) outcome{}",
+                    "{} is not a metric: use elapsed_s, user_s, system_s, throughput_mb_s, the name of `metric` (a number `run` prints), a derived metric of the observers ({}), a counter name (netstat.Ip.ReasmFails, nfs.client.rpc.retrans, mountstats.READ.transmissions), or (for `compare`) outcome{}",
                     shown(name, 80),
                     all.keys().copied().collect::<Vec<_>>().join(", "),
                     non_ascii_hint(name)

@@ -14,6 +14,7 @@ pub mod limits;
 mod measure;
 mod netem;
 pub mod nfs_read;
+mod output_metric;
 pub mod packages;
 mod profile;
 mod rules;
