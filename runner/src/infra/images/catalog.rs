@@ -76,7 +76,7 @@ pub struct RootfsRecipe {
     #[serde(default)]
     pub extra_suites: Vec<String>,
     /// Packages to include (`name`, or `name/suite` for a package from an extra suite).
-    pub packages: Vec<String>,
+    pub packages: Vec<crate::schema::DebianPackage>,
     /// Overlay folder copied over the rootfs, relative to `images/rootfs/`.
     pub overlay: PathBuf,
     /// ext4 image size in MiB.
@@ -163,11 +163,7 @@ impl RootfsRecipe {
             return Some(format!("extra_suites: {s:?} is not a Debian suite name (e.g. bookworm-backports)"));
         }
         for p in &self.packages {
-            let (name, suite) = p.split_once('/').map_or((p.as_str(), None), |(n, s)| (n, Some(s)));
-            if !is_debian_name(name) {
-                return Some(format!("packages: {p:?} is not a Debian package name"));
-            }
-            if suite.is_some_and(|s| s != self.distribution && !self.extra_suites.iter().any(|x| x == s)) {
+            if p.suite().is_some_and(|s| s != self.distribution && !self.extra_suites.iter().any(|x| x == s)) {
                 return Some(format!(
                     "packages: {p:?} names a suite that is not the distribution or one of extra_suites"
                 ));
