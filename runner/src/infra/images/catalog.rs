@@ -187,7 +187,7 @@ impl RootfsRecipe {
 /// What is wrong with a pinned package's fields, or `None`: its archive path is
 /// fetched from the Debian mirror and its SHA-256 names a cache folder, so the path must
 /// be a `pool/…/*.deb` path without `..` and the SHA-256 64 lowercase hex digits.
-fn pin_problem(package: &str, suite: &str, filename: &str, size: u64, sha256: &str) -> Option<String> {
+pub(crate) fn pin_problem(package: &str, suite: &str, filename: &str, size: u64, sha256: &str) -> Option<String> {
     if !is_debian_name(package) {
         return Some(format!("package: {package:?} is not a Debian package name"));
     }
