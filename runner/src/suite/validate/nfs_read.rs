@@ -120,6 +120,26 @@ fn check_clients(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec
             });
         }
     }
+    // Debian's kernels are built with CONFIG_NFS_DISABLE_UDP_SUPPORT=y (5.10, 6.1, 6.12):
+    // their `mount -o proto=udp` exits 32. A source-built kernel can mount UDP.
+    for c in &n.clients {
+        let Some(vm) = s.vms.iter().find(|v| &v.name == c) else { continue };
+        let (key, options) = match n.client_mount_options.get(c) {
+            Some(o) => (format!("nfs_read.client_mount_options.{c}"), o),
+            None => match &n.mount_options {
+                Some(o) => ("nfs_read.mount_options".to_string(), o),
+                None => continue,
+            },
+        };
+        if vm.kernel.debian.is_some() && asks(options).1.as_deref() == Some("udp") {
+            errs.push(ValidationError::Rule {
+                key,
+                message: format!(
+                    "mount options {options:?} ask for UDP on client {c}, whose Debian kernel can't mount NFS over UDP (Debian builds with CONFIG_NFS_DISABLE_UDP_SUPPORT=y); give {c} a source-built kernel with UDP support (images/kernels/nfs-udp-guest.config) or mount with proto=tcp"
+                ),
+            });
+        }
+    }
     if let Some(b) = &n.baseline {
         if !n.clients.contains(b) {
             errs.push(ValidationError::Unknown {
