@@ -279,7 +279,7 @@ fn bundle_suites_may_not_leave_their_folder() {
     for d in [bundle.join("patches"), outside.clone()] {
         std::fs::create_dir_all(&d).expect("mkdir");
     }
-    std::fs::write(bundle.join("patches/good.patch"), "--- a/x\n+++ b/x\n").expect("write");
+    std::fs::write(bundle.join("patches/good.patch"), "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n").expect("write");
     std::fs::write(outside.join("secret.patch"), "secret\n").expect("write");
     std::os::unix::fs::symlink(outside.join("secret.patch"), bundle.join("patches/link.patch")).expect("symlink");
     let path = bundle.join("bundle-paths-outside.yaml");

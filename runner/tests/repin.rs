@@ -144,3 +144,31 @@ fn an_unreachable_index_is_an_infrastructure_error_and_writes_nothing() {
     assert!(out.contains("dists/bookworm/main/binary-amd64/Packages.xz: not found"), "{out}");
     assert_eq!(std::fs::read_to_string(s.images.join("kernels.yaml")).unwrap(), before);
 }
+
+/// Every kind of hostile or broken index entry (`tests/fixtures/bad-indexes/`, each
+/// one field of a kernel stanza changed) is refused as bad input, naming the index,
+/// the entry and the field, and `kernels.yaml` is left as it was.
+#[test]
+fn a_bad_index_entry_is_refused_and_writes_nothing() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad-indexes");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "Packages") {
+            continue;
+        }
+        seen += 1;
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let s = setup();
+        let d = s.images.parent().unwrap().join("debian/dists/bookworm/main/binary-amd64");
+        std::fs::remove_file(d.join("Packages.xz")).unwrap();
+        std::fs::copy(&path, d.join("Packages")).unwrap();
+        let before = std::fs::read_to_string(s.images.join("kernels.yaml")).unwrap();
+        let (code, out) = repin(&s, &[]);
+        assert_eq!(code, vmrepro::exit::CONFIG_ERROR, "{stem}: {out}");
+        assert!(out.contains("the index of bookworm") && out.contains("nothing was written"), "{stem}: {out}");
+        assert_eq!(std::fs::read_to_string(s.images.join("kernels.yaml")).unwrap(), before, "{stem}");
+        settings(&s).bind(|| insta::assert_snapshot!(format!("repin_bad_index__{stem}"), out));
+    }
+    assert!(seen >= 10, "only {seen} bad indexes");
+}

@@ -214,8 +214,14 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
         });
         match fetched {
             Ok((url, text)) => {
-                let entries =
-                    parse_packages(&text, suite, &|p| p.starts_with("linux-image-") || p.starts_with("linux-source-"));
+                let kept = |p: &str| p.starts_with("linux-image-") || p.starts_with("linux-source-");
+                let entries = match parse_packages(&text, suite, &kept) {
+                    Ok(e) => e,
+                    Err(why) => {
+                        errln!("error: the index of {suite} from {url}: {why}; nothing was written");
+                        return exit::CONFIG_ERROR;
+                    }
+                };
                 errln!("read the index of {suite} from {url}: {} kernel packages", entries.len());
                 indexes.insert(suite.clone(), entries);
             }

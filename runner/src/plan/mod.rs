@@ -84,7 +84,7 @@ pub struct VmPlan {
     pub rootfs: String,
     /// Extra Debian packages in its rootfs (`packages:`), sorted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub packages: Vec<String>,
+    pub packages: Vec<crate::schema::DebianPackage>,
     /// Address on the bridge.
     pub address: Ipv4Addr,
     /// Memory, MiB.

@@ -286,14 +286,14 @@ pub fn collect(
         let mut info = RootfsInfo {
             name: name.clone(),
             recipe: r.recipe.clone(),
-            extra_packages: r.packages.clone(),
+            extra_packages: r.packages.iter().map(ToString::to_string).collect(),
             recipe_sha256: file_sha256(&recipe).unwrap_or_default(),
             cache_key: rootfs.get(&name).map(|a| a.key.clone()).unwrap_or_default(),
             packages: BTreeMap::new(),
             packages_source: "/var/lib/dpkg/status in the rootfs image (debugfs)".into(),
         };
         // An extra package named `pkg/suite` is installed as `pkg`.
-        let extra: Vec<&str> = r.packages.iter().map(|p| p.split('/').next().unwrap_or(p)).collect();
+        let extra: Vec<&str> = r.packages.iter().map(|p| p.name()).collect();
         let wanted: Vec<&str> = GUEST_PACKAGES.iter().copied().chain(extra).collect();
         match rootfs.get(&name).map(|a| dpkg_status_of_image(&a.image)) {
             Some(Ok(text)) => info.packages = installed_versions(&text, &wanted),

@@ -433,6 +433,20 @@ fn from_yaml_error(path: &Path, text: &str, e: &serde_yaml::Error, analysis: &An
             msg = rest.to_string();
         }
     }
+    // An entry of a list checked as a whole (`packages`) says which one, below the
+    // mapping serde names: `packages[2]: …`.
+    let mut entry = false;
+    if let (Some(k), Some((sub, rest))) = (&key, msg.split_once("]: ")) {
+        let ok = sub.split_once('[').is_some_and(|(f, i)| {
+            !f.is_empty() && f.chars().all(|c| c.is_ascii_lowercase() || c == '_') && i.parse::<usize>().is_ok()
+        });
+        if ok {
+            key = Some(format!("{k}.{sub}]"));
+            msg = rest.to_string();
+            entry = true;
+        }
+    }
+    let position = if entry { key.as_deref().and_then(|k| analysis.locations.value(k)).or(position) } else { position };
     // Syntax errors carry no key path; take the one the parser was inside.
     if key.is_none() && analysis.error.is_some() {
         key = Locations::path_at_syntax_error(text);

@@ -11,6 +11,7 @@ pub mod load;
 pub mod locate;
 pub mod measure;
 pub mod nfs_read;
+pub mod package;
 pub mod scan;
 pub mod text;
 
@@ -27,6 +28,7 @@ pub use load::load_suite;
 pub use load::{load_suite_with, LoadOptions, SpecError, SuiteFile};
 pub use measure::MeasureSpec;
 pub use nfs_read::NfsReadSpec;
+pub use package::DebianPackage;
 
 /// A whole suite file (`suites/*.yaml`).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -103,8 +105,8 @@ pub struct VmDefaults {
     #[serde(default)]
     pub rootfs: Option<String>,
     /// Extra Debian packages in every VM's rootfs (added to each VM's own `packages`).
-    #[serde(default)]
-    pub packages: Vec<String>,
+    #[serde(default, deserialize_with = "package::deserialize_list")]
+    pub packages: Vec<DebianPackage>,
 }
 
 /// Hardware acceleration for QEMU.
@@ -159,8 +161,8 @@ pub struct VmSpec {
     /// for one from another suite of the recipe, e.g. `fio/bookworm-backports`). The
     /// recipe with these packages is its own cache entry; the versions installed are
     /// recorded (`environment.json`).
-    #[serde(default)]
-    pub packages: Vec<String>,
+    #[serde(default, deserialize_with = "package::deserialize_list")]
+    pub packages: Vec<DebianPackage>,
     /// Kernel parameters (`sysctl -w`) applied before any step, e.g.
     /// `{net.ipv4.ipfrag_time: 5}`; the values in force are printed back and recorded.
     #[serde(default)]

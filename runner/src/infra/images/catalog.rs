@@ -76,7 +76,7 @@ pub struct RootfsRecipe {
     #[serde(default)]
     pub extra_suites: Vec<String>,
     /// Packages to include (`name`, or `name/suite` for a package from an extra suite).
-    pub packages: Vec<String>,
+    pub packages: Vec<crate::schema::DebianPackage>,
     /// Overlay folder copied over the rootfs, relative to `images/rootfs/`.
     pub overlay: PathBuf,
     /// ext4 image size in MiB.
@@ -163,11 +163,7 @@ impl RootfsRecipe {
             return Some(format!("extra_suites: {s:?} is not a Debian suite name (e.g. bookworm-backports)"));
         }
         for p in &self.packages {
-            let (name, suite) = p.split_once('/').map_or((p.as_str(), None), |(n, s)| (n, Some(s)));
-            if !is_debian_name(name) {
-                return Some(format!("packages: {p:?} is not a Debian package name"));
-            }
-            if suite.is_some_and(|s| s != self.distribution && !self.extra_suites.iter().any(|x| x == s)) {
+            if p.suite().is_some_and(|s| s != self.distribution && !self.extra_suites.iter().any(|x| x == s)) {
                 return Some(format!(
                     "packages: {p:?} names a suite that is not the distribution or one of extra_suites"
                 ));
@@ -191,7 +187,7 @@ impl RootfsRecipe {
 /// What is wrong with a pinned package's fields, or `None`: its archive path is
 /// fetched from the Debian mirror and its SHA-256 names a cache folder, so the path must
 /// be a `pool/…/*.deb` path without `..` and the SHA-256 64 lowercase hex digits.
-fn pin_problem(package: &str, suite: &str, filename: &str, size: u64, sha256: &str) -> Option<String> {
+pub(crate) fn pin_problem(package: &str, suite: &str, filename: &str, size: u64, sha256: &str) -> Option<String> {
     if !is_debian_name(package) {
         return Some(format!("package: {package:?} is not a Debian package name"));
     }

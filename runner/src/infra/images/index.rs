@@ -31,7 +31,13 @@ pub struct IndexEntry {
 
 /// Parses the text of a `Packages` index of `suite`, keeping the stanzas whose package
 /// name `keep` accepts and that have every field a pin needs.
-pub fn parse_packages(text: &str, suite: &str, keep: &dyn Fn(&str) -> bool) -> Vec<IndexEntry> {
+///
+/// Errors: an index is untrusted input (a mirror, a `file:` copy), and what it says
+/// goes into `images/kernels.yaml`, so every kept entry is checked as a pin is
+/// (package name, `pool/…/*.deb` path without `..` or URL, size 1 byte to 4 GiB, 64
+/// hex digits, and a Debian version): the first that fails is the error, naming the
+/// package, its version and the field.
+pub fn parse_packages(text: &str, suite: &str, keep: &dyn Fn(&str) -> bool) -> Result<Vec<IndexEntry>, String> {
     let mut out = Vec::new();
     for stanza in text.split("\n\n") {
         let field = |name: &str| {
@@ -46,16 +52,32 @@ pub fn parse_packages(text: &str, suite: &str, keep: &dyn Fn(&str) -> bool) -> V
         else {
             continue;
         };
-        out.push(IndexEntry {
+        let e = IndexEntry {
             suite: suite.to_string(),
             package: package.to_string(),
             version: version.to_string(),
             filename: filename.to_string(),
             size,
             sha256: sha256.to_lowercase(),
-        });
+        };
+        let problem = super::catalog::pin_problem(&e.package, suite, &e.filename, e.size, &e.sha256)
+            .or_else(|| version_problem(&e.version));
+        if let Some(why) = problem {
+            let shown = |s: &str| crate::schema::text::shown(s, 80);
+            return Err(format!("the entry of {} {}: {why}", shown(&e.package), shown(&e.version)));
+        }
+        out.push(e);
     }
-    out
+    Ok(out)
+}
+
+/// What is wrong with Debian version `v` (`[epoch:]upstream[-revision]`: digits first,
+/// then letters, digits and `. + ~ - :`; Debian Policy §5.6.12), or `None`.
+fn version_problem(v: &str) -> Option<String> {
+    let ok = v.len() <= 128
+        && v.starts_with(|c: char| c.is_ascii_digit())
+        && v.chars().all(|c| c.is_ascii_alphanumeric() || ".+~-:".contains(c));
+    (!ok).then(|| format!("version: {v:?} is not a Debian version"))
 }
 
 /// Reads the `main/binary-amd64` index of `suite` from `archive` (an `http(s)://` or
@@ -212,8 +234,9 @@ mod tests {
 
     #[test]
     fn index_stanzas_keep_what_a_pin_needs() {
-        let text = "Package: linux-image-6.1.0-50-cloud-amd64\nSource: linux-signed-amd64 (6.1.176+1)\nVersion: 6.1.176-1\nFilename: pool/main/l/linux-signed-amd64/x.deb\nSize: 26484304\nSHA256: EFE1\nDescription: Linux 6.1\n multi-line\n\nPackage: hello\nVersion: 1\nFilename: pool/h.deb\nSize: 1\nSHA256: aa\n\nPackage: linux-image-broken\nVersion: 1\n";
-        let got = parse_packages(text, "bookworm", &|p| p.starts_with("linux-image-"));
+        let sha = "EFE1".repeat(16);
+        let text = &format!("Package: linux-image-6.1.0-50-cloud-amd64\nSource: linux-signed-amd64 (6.1.176+1)\nVersion: 6.1.176-1\nFilename: pool/main/l/linux-signed-amd64/x.deb\nSize: 26484304\nSHA256: {sha}\nDescription: Linux 6.1\n multi-line\n\nPackage: hello\nVersion: 1\nFilename: pool/h.deb\nSize: 1\nSHA256: aa\n\nPackage: linux-image-broken\nVersion: 1\n");
+        let got = parse_packages(text, "bookworm", &|p| p.starts_with("linux-image-")).unwrap();
         assert_eq!(
             got,
             vec![IndexEntry {
@@ -222,7 +245,7 @@ mod tests {
                 version: "6.1.176-1".into(),
                 filename: "pool/main/l/linux-signed-amd64/x.deb".into(),
                 size: 26484304,
-                sha256: "efe1".into(),
+                sha256: "efe1".repeat(16),
             }]
         );
     }

@@ -27,7 +27,7 @@ pub mod tool;
 
 pub use cache::{Cache, CacheOutcome};
 pub(crate) use catalog::KernelManifest;
-pub use catalog::{is_debian_name, Catalog, PinnedKernel, PinnedSource, RootfsRecipe, DEFAULT_FLAVOUR, DEFAULT_ROOTFS};
+pub use catalog::{Catalog, PinnedKernel, PinnedSource, RootfsRecipe, DEFAULT_FLAVOUR, DEFAULT_ROOTFS};
 pub use error::ImageError;
 pub use kernel::KernelArtifact;
 pub use resolve::{resolve_all, ImageRecord, Resolved};

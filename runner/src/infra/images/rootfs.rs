@@ -14,6 +14,7 @@ use std::process::Command;
 use super::initramfs::{write_archive, Member};
 use super::{run_tool, Cache, CacheOutcome, CancelFlag, Catalog, ImageError, RootfsRecipe};
 use crate::infra::hash::sha256_hex;
+use crate::schema::DebianPackage;
 
 /// Bumped when the way we build a rootfs changes, so old cache entries are not reused.
 /// v2: mmdebstrap writes a tarball, unpacked and turned into the image (as an
@@ -43,12 +44,12 @@ pub struct RootfsRequest {
     /// Recipe name (`images/rootfs/<recipe>.yaml`).
     pub recipe: String,
     /// Extra Debian packages, sorted and without duplicates (`name` or `name/suite`).
-    pub packages: Vec<String>,
+    pub packages: Vec<DebianPackage>,
 }
 
 impl RootfsRequest {
     /// The recipe with `packages` on top (sorted and deduplicated here).
-    pub fn new(recipe: &str, packages: &[String]) -> RootfsRequest {
+    pub fn new(recipe: &str, packages: &[DebianPackage]) -> RootfsRequest {
         let mut packages = packages.to_vec();
         packages.sort();
         packages.dedup();
@@ -58,11 +59,14 @@ impl RootfsRequest {
     /// Its name in progress lines, records and maps: `bookworm-nfs`, or
     /// `bookworm-nfs+fio+iperf3`.
     pub fn id(&self) -> String {
-        std::iter::once(self.recipe.as_str())
-            .chain(self.packages.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join("+")
+        rootfs_id(&self.recipe, &self.packages)
     }
+}
+
+/// The name of recipe `recipe` with extra `packages` (as given, e.g. read back from a
+/// plan.json): `bookworm-nfs`, or `bookworm-nfs+fio+iperf3`.
+pub fn rootfs_id(recipe: &str, packages: &[impl AsRef<str>]) -> String {
+    std::iter::once(recipe).chain(packages.iter().map(AsRef::as_ref)).collect::<Vec<_>>().join("+")
 }
 
 /// The cache key of a recipe with extra packages: the recipe's inputs and the packages
@@ -83,7 +87,8 @@ pub fn rootfs_key_with(catalog: &Catalog, request: &RootfsRequest) -> Result<Str
     let init = catalog.dir.join("initramfs/init");
     material.extend_from_slice(&std::fs::read(&init).map_err(ImageError::io("reading initramfs init", &init))?);
     if !request.packages.is_empty() {
-        material.extend_from_slice(format!("\nextra packages: {}\n", request.packages.join(",")).as_bytes());
+        let names: Vec<&str> = request.packages.iter().map(DebianPackage::as_str).collect();
+        material.extend_from_slice(format!("\nextra packages: {}\n", names.join(",")).as_bytes());
     }
     Ok(sha256_hex(&material))
 }
@@ -138,7 +143,7 @@ mkfs.ext4 -q -F -L vmrepro-root -E root_owner=0:0 -d "$stage" "$VMREPRO_IMAGE"
 fn build(
     catalog: &Catalog,
     recipe: &RootfsRecipe,
-    extra: &[String],
+    extra: &[DebianPackage],
     out: &Path,
     cancel: &CancelFlag,
 ) -> Result<(), ImageError> {
@@ -156,9 +161,9 @@ fn build(
     let tar = out.join("root.tar");
     let log = out.join("mmdebstrap.log");
     let mut mm = Command::new("mmdebstrap");
-    mm.arg(format!("--variant={}", recipe.variant))
-        .arg(format!("--include={}", recipe.packages.iter().chain(extra).cloned().collect::<Vec<_>>().join(",")))
-        .arg(if rootless { "--mode=unshare" } else { "--mode=root" })
+    mm.arg(format!("--variant={}", recipe.variant));
+    mm.args(include_args(recipe.packages.iter().chain(extra)));
+    mm.arg(if rootless { "--mode=unshare" } else { "--mode=root" })
         .arg(&recipe.distribution)
         .arg(&tar)
         .arg(format!("deb {mirror} {} main", recipe.distribution));
@@ -220,6 +225,16 @@ fn build(
     Ok(())
 }
 
+/// mmdebstrap's arguments that install `packages`: apt told to take every name
+/// literally (`APT::Cmd::Pattern-Only`: no regex or glob fallback for a name no package
+/// has), then one `--include=` per package, so no name is split or read as a path or a
+/// pattern (see [`DebianPackage`]).
+fn include_args<'a>(packages: impl Iterator<Item = &'a DebianPackage>) -> Vec<String> {
+    std::iter::once("--aptopt=APT::Cmd::Pattern-Only \"true\"".to_string())
+        .chain(packages.map(|p| format!("--include={p}")))
+        .collect()
+}
+
 /// Creates an ext4 image of `size_mib` MiB at `image` holding the tree `src`
 /// (`mkfs.ext4 -d`, no mount needed).
 pub(crate) fn make_ext4(
@@ -257,4 +272,24 @@ pub(crate) fn walk_files(dir: &Path) -> Result<Vec<PathBuf>, ImageError> {
     }
     out.sort();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_include_per_package_and_literal_names() {
+        let p = |s: &str| DebianPackage::parse(s).unwrap();
+        let pkgs = [p("nfs-common"), p("libstdc++6"), p("fio/bookworm-backports")];
+        assert_eq!(
+            include_args(pkgs.iter()),
+            [
+                "--aptopt=APT::Cmd::Pattern-Only \"true\"",
+                "--include=nfs-common",
+                "--include=libstdc++6",
+                "--include=fio/bookworm-backports"
+            ]
+        );
+    }
 }

@@ -15,7 +15,7 @@ use crate::schema::{Accel, VmNetSpec};
 impl PlanVm {
     /// Its rootfs with the extra packages (`bookworm-nfs+fio`).
     pub fn rootfs_id(&self) -> String {
-        crate::infra::images::rootfs::RootfsRequest::new(&self.rootfs, &self.packages).id()
+        crate::infra::images::rootfs::rootfs_id(&self.rootfs, &self.packages)
     }
 }
 

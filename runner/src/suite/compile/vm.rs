@@ -82,7 +82,7 @@ pub(super) fn compile_vm(
         kernel: kernel_of(v, file, vm),
         rootfs: vm.rootfs.clone().or_else(|| d.rootfs.clone()).unwrap_or_else(|| DEFAULT_ROOTFS.into()),
         packages: {
-            let mut p: Vec<String> = d.packages.iter().chain(&vm.packages).cloned().collect();
+            let mut p: Vec<_> = d.packages.iter().chain(&vm.packages).cloned().collect();
             p.sort();
             p.dedup();
             p

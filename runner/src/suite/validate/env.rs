@@ -37,8 +37,26 @@ const RESERVED_ENV_PREFIXES: &[(&str, &str)] = &[
     ("BASH_", "bash acts on it"),
     ("VMREPRO_", "the runner's own names"),
 ];
+/// Most bytes of a VM's whole `env:` in an exec's environment (each entry `NAME=value`
+/// plus its NUL and its 8-byte pointer), counted after YAML aliases are expanded.
+/// Linux refuses an exec whose arguments and environment together pass `ARG_MAX`
+/// (a quarter of the stack limit: 2 MiB with the default 8 MiB stack); the guest
+/// script takes up to [`super::guest::MAX_EXEC_ARG_BYTES`] of it, the runner's own
+/// variables a few more, so the suite's share is 1 MiB.
+pub const MAX_ENV_BYTES: usize = 1024 * 1024;
+
 /// Checks the `env` of VM `vm` (key path `k`).
 pub(super) fn check(errs: &mut Vec<ValidationError>, vm: &VmSpec, k: &str) {
+    let total: usize = vm.env.iter().map(|(n, v)| n.len() + 1 + v.len() + 1 + 8).sum();
+    if total > MAX_ENV_BYTES {
+        errs.push(ValidationError::Rule {
+            key: format!("{k}.env"),
+            message: format!(
+                "the environment is {total} bytes ({} variables, YAML aliases expanded); every command of the VM gets it, and an exec's environment here is at most {MAX_ENV_BYTES} bytes (Linux refuses an exec past ARG_MAX)",
+                vm.env.len()
+            ),
+        });
+    }
     let rule = |errs: &mut Vec<ValidationError>, key: String, message: String| {
         errs.push(ValidationError::Rule { key, message })
     };

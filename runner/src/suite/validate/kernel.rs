@@ -160,9 +160,9 @@ pub const MAX_PATCH_BYTES: u64 = 16 * 1024 * 1024;
 /// its path resolved) can't go into a kernel build, or `None`: it must lie inside the suite's folder or
 /// the images folder `images` (symbolic links followed: a suite travels with a bug
 /// report and must not pull the host's files into a kernel), be at most
-/// [`MAX_FRAGMENT_BYTES`] / [`MAX_PATCH_BYTES`], and look like what it is for: a
-/// fragment holds only `CONFIG_…=…` lines, `# CONFIG_… is not set`, comments and blank
-/// lines; a patch holds a unified diff (`--- ` and `+++ ` lines).
+/// [`MAX_FRAGMENT_BYTES`] / [`MAX_PATCH_BYTES`], and be what it is for: a fragment
+/// by [`super::kconfig::fragment_line_problem`], a patch by
+/// [`super::kconfig::patch_problem`].
 fn build_input_problem(file: &SuiteFile, images: &Path, real: &Path, patch: bool) -> Option<String> {
     let roots = [real_dir(&file.dir), real_dir(images)];
     if !roots.iter().any(|r| real.starts_with(r)) {
@@ -181,31 +181,15 @@ fn build_input_problem(file: &SuiteFile, images: &Path, real: &Path, patch: bool
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
         Err(e) => return Some(format!("{} can't be read ({e})", real.display())),
     };
-    if patch {
-        let diff = text.lines().any(|l| l.starts_with("--- ")) && text.lines().any(|l| l.starts_with("+++ "));
-        return (!diff).then(|| {
-            format!(
-                "{} holds no unified diff (no `--- ` and `+++ ` lines); it should be a patch for `patch -p1`",
-                real.display()
-            )
-        });
-    }
-    text.lines().enumerate().find_map(|(n, line)| {
-        let l = line.trim();
-        let ok = l.is_empty()
-            || (l.starts_with('#') && !l.starts_with("#!"))
-            || l.strip_prefix("CONFIG_").and_then(|r| r.split_once('=')).is_some_and(|(name, _)| {
-                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            });
-        (!ok).then(|| {
-            format!(
-                "{} line {}: {} is not a config line (`CONFIG_NAME=value`, `# CONFIG_NAME is not set`, a comment or a blank line)",
-                real.display(),
-                n + 1,
-                crate::schema::text::shown(l, 60)
-            )
+    let problem = if patch {
+        super::kconfig::patch_problem(&text)
+    } else {
+        text.lines().enumerate().find_map(|(n, line)| {
+            super::kconfig::fragment_line_problem(line)
+                .map(|why| format!("line {}: {} {why}", n + 1, crate::schema::text::shown(line.trim(), 60)))
         })
-    })
+    };
+    problem.map(|why| format!("{} {why}", real.display()))
 }
 
 /// What a path in a suite must name: a regular file or a folder (with what it is for).
@@ -342,8 +326,10 @@ fn parameters(line: &str) -> Result<Vec<Parameter<'_>>, String> {
 /// Checks `vms[].cmdline` (at key path `key`) of VM `vm`: printable ASCII, balanced
 /// quotes, none of the runner's own parameters, nothing the kernel would hand to the
 /// guest's init as an environment variable, and the whole line (the runner's part for
-/// this VM included) within [`MAX_KERNEL_CMDLINE_BYTES`].
-pub(super) fn check_cmdline(errs: &mut Vec<ValidationError>, key: &str, line: &str) {
+/// this VM included) within [`MAX_KERNEL_CMDLINE_BYTES`]; no memory limit below the
+/// VM's `memory_mib` and no blacklisted driver the guest boots with
+/// ([`super::kconfig::boot_parameter_problem`]).
+pub(super) fn check_cmdline(errs: &mut Vec<ValidationError>, key: &str, line: &str, memory_mib: u64) {
     let mut rule = |message: String| errs.push(ValidationError::Rule { key: key.into(), message });
     if let Some(c) = line.chars().find(|c| !(' '..='~').contains(c)) {
         let what = if c.is_ascii() { format!("the control character {}", describe(c)) } else { char_note(c) };
@@ -365,6 +351,12 @@ pub(super) fn check_cmdline(errs: &mut Vec<ValidationError>, key: &str, line: &s
                 "`{}` is one of the runner's own parameters ({RUNNER_PREFIX}hostname, {RUNNER_PREFIX}ip, {RUNNER_PREFIX}mtu, read by the guest's init, which would configure eth0 behind the runner's back); remove it from cmdline",
                 p.token
             ));
+        } else if let Some(why) = p
+            .token
+            .split_once('=')
+            .and_then(|(_, v)| super::kconfig::boot_parameter_problem(&name, &v.replace('"', ""), memory_mib))
+        {
+            rule(format!("`{}`: {why}; remove it from cmdline", p.token));
         } else if p.token.contains('=')
             && !p.name.is_empty()
             && p.name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
@@ -392,7 +384,7 @@ mod tests {
 
     fn errors(line: &str) -> Vec<String> {
         let mut errs = Vec::new();
-        check_cmdline(&mut errs, "vms[0].cmdline", line);
+        check_cmdline(&mut errs, "vms[0].cmdline", line, 512);
         errs.iter().map(|e| e.to_string()).collect()
     }
 

@@ -283,7 +283,7 @@ fn check_bytes(errs: &mut Vec<ValidationError>, m: &MeasureSpec, k: &str) {
 }
 
 /// `compare` and `table` (metrics the measurement has), `better` (not with
-/// `compare: outcome`).
+/// `compare: outcome`), `compare: outcome` only with two or more VMs.
 fn check_metric_table(errs: &mut Vec<ValidationError>, m: &MeasureSpec, k: &str, kinds: &BTreeSet<ObserverKind>) {
     let rule = |errs: &mut Vec<ValidationError>, key: String, message: String| {
         errs.push(ValidationError::Rule { key, message })
@@ -292,6 +292,17 @@ fn check_metric_table(errs: &mut Vec<ValidationError>, m: &MeasureSpec, k: &str,
         if let Err(e) = metric_ok(m, kinds, c) {
             rule(errs, format!("{k}.compare"), e);
         }
+    }
+    let vms: BTreeSet<&String> = m.on.iter().collect();
+    if m.compare.as_deref() == Some(OUTCOME_METRIC) && vms.len() < 2 {
+        rule(
+            errs,
+            format!("{k}.compare"),
+            format!(
+                "`compare: outcome` compares how the iterations ended on each VM with the baseline's, and the measurement runs on {} VM; measure on two or more VMs (`on`), or compare a metric",
+                vms.len()
+            ),
+        );
     }
     if m.compare.as_deref() == Some(OUTCOME_METRIC) && m.better.is_some() {
         rule(

@@ -9,6 +9,7 @@ mod error;
 pub mod files;
 mod graph;
 pub mod guest;
+pub mod kconfig;
 mod kernel;
 pub mod limits;
 mod measure;

@@ -120,6 +120,26 @@ fn check_clients(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec
             });
         }
     }
+    // Debian's kernels are built with CONFIG_NFS_DISABLE_UDP_SUPPORT=y (5.10, 6.1, 6.12):
+    // their `mount -o proto=udp` exits 32. A source-built kernel can mount UDP.
+    for c in &n.clients {
+        let Some(vm) = s.vms.iter().find(|v| &v.name == c) else { continue };
+        let (key, options) = match n.client_mount_options.get(c) {
+            Some(o) => (format!("nfs_read.client_mount_options.{c}"), o),
+            None => match &n.mount_options {
+                Some(o) => ("nfs_read.mount_options".to_string(), o),
+                None => continue,
+            },
+        };
+        if vm.kernel.debian.is_some() && asks(options).1.as_deref() == Some("udp") {
+            errs.push(ValidationError::Rule {
+                key,
+                message: format!(
+                    "mount options {options:?} ask for UDP on client {c}, whose Debian kernel can't mount NFS over UDP (Debian builds with CONFIG_NFS_DISABLE_UDP_SUPPORT=y); give {c} a source-built kernel with UDP support (images/kernels/nfs-udp-guest.config) or mount with proto=tcp"
+                ),
+            });
+        }
+    }
     if let Some(b) = &n.baseline {
         if !n.clients.contains(b) {
             errs.push(ValidationError::Unknown {
@@ -308,6 +328,10 @@ fn served(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catal
 /// its IPv4 address on the bridge, so not `tcp6`/`udp6`, and a virtio NIC has no RDMA.
 const TRANSPORTS: &[&str] = &["tcp", "udp"];
 
+/// The NFS versions there are, as a mount asks for them (`vers=4` with
+/// `minorversion=N` is `4.N`).
+const NFS_VERSIONS: &[&str] = &["2", "3", "4", "4.0", "4.1", "4.2"];
+
 /// `mount -o` options go unquoted into the mount command, so they are one word of a
 /// strict alphabet, and name a transport the bridge carries ([`TRANSPORTS`]).
 fn mount_options(errs: &mut Vec<ValidationError>, key: &str, o: &str) {
@@ -319,6 +343,19 @@ fn mount_options(errs: &mut Vec<ValidationError>, key: &str, o: &str) {
         )
     } else if o.len() > guest::MAX_MOUNT_OPTIONS_BYTES {
         format!("the mount options are {} bytes; at most {}", o.len(), guest::MAX_MOUNT_OPTIONS_BYTES)
+    } else if let Some(name) =
+        o.split(',').map(|x| x.split('=').next().unwrap_or(x)).find(|n| n.chars().any(|c| c.is_ascii_uppercase()))
+    {
+        format!(
+            "mount option {} has upper case letters; mount.nfs takes option names in lower case only ({})",
+            shown(name, 40),
+            name.to_ascii_lowercase()
+        )
+    } else if let Some(v) = asks(o).0.filter(|v| !NFS_VERSIONS.contains(&v.as_str())) {
+        format!(
+            "mount options {o:?} ask for NFSv{v}, which does not exist; NFS versions are {} (minorversion 0 to 2 with vers=4)",
+            NFS_VERSIONS.join(", ")
+        )
     } else if let Some(p) = asks(o).1.filter(|p| !TRANSPORTS.contains(&p.as_str())) {
         format!(
             "mount options {o:?} ask for transport {p:?}; the server is mounted at its IPv4 address on the bridge (virtio-net, no RDMA), over {}; use proto=tcp or proto=udp",

@@ -1,79 +1,65 @@
-//! Rules of a VM's extra `packages`: Debian package names, each once, from a suite the
-//! rootfs recipe's sources hold.
+//! Rules of the extra packages of a VM (`defaults.packages` and the VM's own
+//! `packages`): each name once, from a suite the rootfs recipe's sources hold. The
+//! grammar of a name ([`crate::schema::DebianPackage`]) was checked when the suite was
+//! read.
 
 use super::ValidationError;
 use crate::infra::images::{Catalog, DEFAULT_ROOTFS};
-use crate::schema::{SuiteSpec, VmSpec};
+use crate::schema::{DebianPackage, SuiteSpec, VmSpec};
 
-/// Most extra packages of a VM.
+/// Most extra packages of a VM (`defaults.packages` and its own together).
 pub const MAX_PACKAGES: usize = 50;
 
-/// Checks the `packages` of VM `vm` (key path `k`) of suite `s`.
+/// Checks the packages VM `vm` (key path `k`) of suite `s` gets: the suite's
+/// `defaults.packages` and its own `packages`. A problem of a `defaults` entry is
+/// reported once, at its own key, even when several VMs meet it.
 pub(super) fn check(errs: &mut Vec<ValidationError>, catalog: &Catalog, s: &SuiteSpec, vm: &VmSpec, k: &str) {
-    let rule = |errs: &mut Vec<ValidationError>, key: String, message: String| {
-        errs.push(ValidationError::Rule { key, message })
+    let push = |errs: &mut Vec<ValidationError>, key: String, message: String| {
+        let e = ValidationError::Rule { key, message };
+        if !errs.contains(&e) {
+            errs.push(e);
+        }
     };
-    // Packages: Debian package names, from a suite the recipe's sources hold.
     let recipe_name = vm.rootfs.as_deref().or(s.defaults.rootfs.as_deref()).unwrap_or(DEFAULT_ROOTFS);
     let suites: Vec<String> = catalog
         .rootfs
         .get(recipe_name)
         .map(|(r, _)| std::iter::once(r.distribution.clone()).chain(r.extra_suites.iter().cloned()).collect())
         .unwrap_or_default();
-    for (field, list) in [("packages", &vm.packages)] {
-        if list.len() > MAX_PACKAGES {
-            rule(errs, format!("{k}.{field}"), format!("{} packages; at most {MAX_PACKAGES}", list.len()));
-        }
-        for (i, p) in list.iter().enumerate() {
-            if let Some(why) = package_problem(p, &suites) {
-                rule(errs, format!("{k}.{field}[{i}]"), why);
-            }
-            // One package once: `fio` and `fio/bookworm-backports` would leave which one
-            // is installed to apt.
-            let name = |q: &str| q.split('/').next().unwrap_or(q).to_string();
-            if let Some(j) = list[..i].iter().position(|q| name(q) == name(p)) {
-                rule(
+    let all: Vec<(String, &DebianPackage)> = (s.defaults.packages.iter().enumerate())
+        .map(|(i, p)| (format!("defaults.packages[{i}]"), p))
+        .chain(vm.packages.iter().enumerate().map(|(i, p)| (format!("{k}.packages[{i}]"), p)))
+        .collect();
+    if all.len() > MAX_PACKAGES {
+        let key = if vm.packages.is_empty() { "defaults.packages".to_string() } else { format!("{k}.packages") };
+        push(errs, key, format!("{} packages for VM {}; at most {MAX_PACKAGES}", all.len(), vm.name));
+    }
+    for (i, (key, p)) in all.iter().enumerate() {
+        if let Some(suite) = p.suite() {
+            if !suites.iter().any(|x| x == suite) {
+                push(
                     errs,
-                    format!("{k}.{field}[{i}]"),
-                    format!("package {} is already asked for at [{j}] ({:?})", name(p), list[j]),
+                    key.clone(),
+                    format!(
+                        "{:?}: the sources of rootfs {recipe_name} hold {}; not {suite:?}",
+                        p.as_str(),
+                        suites.join(", ")
+                    ),
                 );
             }
         }
-    }
-}
-
-/// Why `p` is not a package a rootfs can take: a Debian package name
-/// (`[a-z0-9][a-z0-9+.-]+`), optionally `/suite` with a suite the recipe's sources hold.
-fn package_problem(p: &str, suites: &[String]) -> Option<String> {
-    let (name, suite) = match p.split_once('/') {
-        Some((n, s)) => (n, Some(s)),
-        None => (p, None),
-    };
-    if !crate::infra::images::is_debian_name(name) {
-        return Some(format!(
-            "{p:?} is not a Debian package name (lowercase letters, digits, '+', '.', '-'; e.g. fio, iperf3)"
-        ));
-    }
-    if let Some(s) = suite {
-        if !suites.iter().any(|x| x == s) {
-            return Some(format!("{p:?}: the rootfs's sources hold {}; not {s:?}", suites.join(", ")));
+        // One package once: `fio` and `fio/bookworm-backports` would leave which one
+        // is installed to apt.
+        if let Some((first, q)) = all[..i].iter().find(|(_, q)| q.name() == p.name() && q != p) {
+            push(errs, key.clone(), format!("package {} is already asked for at {first} ({:?})", p.name(), q.as_str()));
+        } else if let Some((first, _)) = all[..i].iter().find(|(fk, q)| q == p && same_list(fk, key)) {
+            push(errs, key.clone(), format!("package {} is already asked for at {first}", p.as_str()));
         }
     }
-    None
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn package_names() {
-        let suites = vec!["bookworm".to_string(), "bookworm-backports".to_string()];
-        assert_eq!(package_problem("iperf3", &suites), None);
-        assert_eq!(package_problem("libc6-dev", &suites), None);
-        assert_eq!(package_problem("fio/bookworm-backports", &suites), None);
-        assert!(package_problem("fio/trixie", &suites).is_some());
-        assert!(package_problem("fio;reboot", &suites).is_some());
-        assert!(package_problem("-x", &suites).is_some());
-    }
+/// Whether two keys are entries of the same list (`vms[0].packages[1]`,
+/// `vms[0].packages[3]`); the same name in `defaults` and a VM is harmless.
+fn same_list(a: &str, b: &str) -> bool {
+    a.rsplit_once('[').map(|x| x.0) == b.rsplit_once('[').map(|x| x.0)
 }

@@ -146,7 +146,8 @@ fn check_vm(errs: &mut Vec<ValidationError>, file: &SuiteFile, catalog: &Catalog
     files::check(errs, file, vm, k);
     kernel::check_kernel(errs, file, catalog, &format!("{k}.kernel"), &vm.kernel);
     if let Some(line) = &vm.cmdline {
-        kernel::check_cmdline(errs, &format!("{k}.cmdline"), line);
+        let memory = vm.memory.or(s.defaults.memory).unwrap_or(crate::plan::DEFAULT_MEMORY_MIB);
+        kernel::check_cmdline(errs, &format!("{k}.cmdline"), line, memory);
     }
     if let Some(e) = vm.net.as_ref().and_then(|n| n.egress.as_ref()) {
         netem::check_netem(errs, &format!("{k}.net.egress"), e);

@@ -12,16 +12,19 @@ pub(super) fn check(errs: &mut Vec<ValidationError>, vm: &VmSpec, k: &str) {
     // sysctl: dotted names and plain values (they reach `sysctl -w`, quoted).
     for (name, value) in &vm.sysctl {
         let key = format!("{k}.sysctl.{name}");
-        let ok_name = name.len() <= 128
-            && name.split('.').count() >= 2
-            && name
-                .split('.')
-                .all(|c| !c.is_empty() && c.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+        let ok_name = is_sysctl_name(name);
         if !ok_name {
-            rule(errs, key.clone(), format!("{name:?} is not a sysctl name (dotted, e.g. net.ipv4.ipfrag_time)"));
+            rule(
+                errs,
+                key.clone(),
+                format!(
+                    "{} is not a sysctl name: lower case letters, digits, '_' and '-' in at least two parts separated by '.' or '/', none starting with '-' (e.g. net.ipv4.ipfrag_time); at most 128 bytes",
+                    crate::schema::text::shown(name, 80)
+                ),
+            );
         } else if let Some(why) = crate::infra::qemu::args::RUNNER_PARAMETERS
             .iter()
-            .find(|(p, _)| p.strip_prefix("sysctl.").is_some_and(|n| n.replace('-', "_") == name.replace('-', "_")))
+            .find(|(p, _)| p.strip_prefix("sysctl.").is_some_and(|n| same_sysctl(n, name)))
             .map(|(_, w)| w)
         {
             rule(errs, key.clone(), format!("{name} is the runner's: {why}; remove it from sysctl"));
@@ -39,8 +42,11 @@ pub(super) fn check(errs: &mut Vec<ValidationError>, vm: &VmSpec, k: &str) {
                 continue;
             }
         };
-        if text.is_empty()
-            || text.len() > 256
+        if text.trim().is_empty() {
+            rule(errs, key, "the value is blank; sysctl -w needs a value (a number or a short text)".into());
+            continue;
+        }
+        if text.len() > 256
             || text.starts_with('-') && text[1..].parse::<i64>().is_err()
             || !text.chars().all(|c| c.is_ascii_alphanumeric() || " ._:,/+-".contains(c))
         {
@@ -53,6 +59,27 @@ pub(super) fn check(errs: &mut Vec<ValidationError>, vm: &VmSpec, k: &str) {
             );
         }
     }
+}
+
+/// Whether `name` is a sysctl name as `sysctl -w` takes it: at least two parts of
+/// `[a-z0-9_][a-z0-9_-]*` separated by `.` (or `/`, the `/proc/sys` form), at most 128
+/// bytes. Nothing that passes is an option of `sysctl` (no leading `-`) or a path
+/// (`..`, empty parts).
+fn is_sysctl_name(name: &str) -> bool {
+    let parts: Vec<&str> = name.split(['.', '/']).collect();
+    name.len() <= 128
+        && parts.len() >= 2
+        && parts.iter().all(|p| {
+            p.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        })
+}
+
+/// Whether two sysctl names are the same parameter: `/` and `.` separate parts alike,
+/// and the kernel reads `-` and `_` alike in the name.
+fn same_sysctl(a: &str, b: &str) -> bool {
+    let norm = |s: &str| s.replace('/', ".").replace('-', "_");
+    norm(a) == norm(b)
 }
 
 /// Why the YAML value `v` is a number that can't stand for the text it becomes, if it
@@ -71,4 +98,34 @@ pub(super) fn float_problem(v: &serde_yaml::Value, then: &str) -> Option<String>
         "quote the text as it should read".to_string()
     };
     Some(format!("{n} is a YAML float (a number with '.' or an exponent), so {then} the text {n}; {fix}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sysctl_names() {
+        for ok in ["net.ipv4.ipfrag_time", "net/ipv4/ipfrag_time", "net.ipv4.conf.eth0.rp_filter", "vm.dirty_ratio"] {
+            assert!(is_sysctl_name(ok), "{ok}");
+        }
+        for bad in [
+            "-p",
+            "-w.x",
+            "net.-x",
+            "kernel",
+            "net..x",
+            ".net.x",
+            "net.x.",
+            "Net.ipv4.x",
+            "net.ipv4.x=1",
+            "net ipv4",
+            "../../etc",
+            "net/../x",
+            "net.ipv4.x;y",
+        ] {
+            assert!(!is_sysctl_name(bad), "{bad}");
+        }
+        assert!(same_sysctl("kernel/panic", "kernel.panic"));
+    }
 }
