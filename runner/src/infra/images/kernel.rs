@@ -324,6 +324,33 @@ mod tests {
     use super::super::modules::module_name;
     use super::*;
 
+    /// A local kernel whose modules tree builds in virtio PCI, virtio-blk and virtio-net
+    /// but has neither ext4 nor the virtio console: refused while it is prepared, with
+    /// both options named, and no cache entry left behind (runs `depmod`, no VM).
+    #[test]
+    fn a_kernel_without_ext4_is_refused_naming_the_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("lib/modules/6.1.0-mine");
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::write(
+            tree.join("modules.builtin"),
+            "kernel/drivers/virtio/virtio_pci.ko\nkernel/drivers/block/virtio_blk.ko\nkernel/drivers/net/virtio_net.ko\n",
+        )
+        .unwrap();
+        std::fs::write(tree.join("modules.order"), "").unwrap();
+        let image = dir.path().join("bzImage");
+        std::fs::write(&image, b"not booted here").unwrap();
+        let cache = Cache::new(dir.path().join("cache"));
+        let src = KernelSource::Local { image, modules: Some(tree) };
+        let err = resolve_kernel(&cache, &src).expect_err("no ext4: refused").to_string();
+        assert!(err.contains("(6.1.0-mine): CONFIG_EXT4_FS (module `ext4`, for the root filesystem (ext4))"), "{err}");
+        assert!(err.contains("CONFIG_VIRTIO_CONSOLE (module `virtio_console`"), "{err}");
+        assert!(err.ends_with("are neither built in nor a module; set them to y or m"), "{err}");
+        assert!(!err.contains("CONFIG_VIRTIO_BLK") && !err.contains("CONFIG_NFSD"), "{err}");
+        let entry = dir.path().join("cache/kernel").join(kernel_key(&src).unwrap());
+        assert!(!entry.exists(), "no entry for a refused kernel");
+    }
+
     #[test]
     fn module_names_fold_suffixes() {
         assert_eq!(module_name("kernel/a/virtio-blk.ko.xz"), "virtio_blk");
