@@ -93,3 +93,39 @@ fn qemu_command_line_for_a_tcg_guest() {
     let fresh: Vec<&String> = args.iter().filter(|a| !a.starts_with("file,id=console")).collect();
     assert_eq!(same, fresh, "a restored VM has the booted VM's devices");
 }
+
+#[test]
+fn each_vm_needs_the_kernel_features_of_its_role() {
+    let catalog = vmrepro::infra::images::Catalog::load(&root().join("images")).expect("images/");
+    let needs = |suite: &str| -> Vec<(String, Vec<&'static str>)> {
+        let file = vmrepro::schema::load_suite(&root().join("suites").join(suite)).unwrap_or_else(|e| panic!("{e}"));
+        let plan = vmrepro::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"));
+        plan.vms
+            .iter()
+            .map(|v| {
+                let options = vmrepro::run::images::role_needs(&plan, v).iter().map(|n| n.option).collect();
+                (v.name.clone(), options)
+            })
+            .collect()
+    };
+    let owned = |v: &[(&str, &[&'static str])]| -> Vec<(String, Vec<&'static str>)> {
+        v.iter().map(|(n, o)| (n.to_string(), o.to_vec())).collect()
+    };
+    assert_eq!(
+        needs("kernel-flavours.yaml"),
+        owned(&[
+            ("server", &["CONFIG_NFSD"]),
+            ("client-standard", &["CONFIG_NFS_FS", "CONFIG_NET_SCH_NETEM"]),
+            ("client-cloud", &["CONFIG_NFS_FS"]),
+        ])
+    );
+    // A seeded netem sits under prio with u32 filters; no server: no NFS client needed.
+    let tcp = needs("tcp-iperf3-loss.yaml");
+    assert!(tcp.iter().all(|(_, o)| !o.contains(&"CONFIG_NFS_FS")), "{tcp:?}");
+    assert!(
+        tcp.iter().any(|(_, o)| o.contains(&"CONFIG_NET_SCH_PRIO") && o.contains(&"CONFIG_NET_CLS_U32")),
+        "{tcp:?}"
+    );
+    // smoke: no server, no netem: nothing beyond what every guest needs to boot.
+    assert!(needs("smoke.yaml").iter().all(|(_, o)| o.is_empty()));
+}

@@ -68,6 +68,15 @@ pub enum RunError {
         /// The suite's results folder.
         base: PathBuf,
     },
+    /// A VM's kernel lacks a feature the VM's role needs (the NFS server, the NFS
+    /// client, netem); the message names the kernel and the options.
+    #[error("VM {vm}: {message}")]
+    KernelLacks {
+        /// The VM.
+        vm: String,
+        /// What is missing (from [`crate::infra::images::modules::missing_message`]).
+        message: String,
+    },
     /// `qemu-img create` refused to make a VM's overlay.
     #[error("creating overlay {}: {stderr}", path.display())]
     Overlay {

@@ -69,6 +69,7 @@ async fn resolve_images(
     if !images.failures.is_empty() {
         return Err(RunError::Image(images.failures.remove(0).1));
     }
+    images::check_role_needs(plan, &images.kernels)?;
     // What a published report says about the host, the tools and the inputs.
     let env = environment::collect(plan, catalog, cache, &images.kernels, &images.rootfs);
     write_json(&rec.dir.join(environment::ENVIRONMENT_FILE), &env)?;

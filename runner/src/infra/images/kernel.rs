@@ -1,27 +1,34 @@
 //! Preparing a kernel for our VMs: the bootable image, its modules on a read-only ext4
-//! disk (with `modules.dep` from `depmod`), and the initramfs part holding the virtio
-//! modules needed before the root disk can be mounted.
+//! disk (with `modules.dep` from `depmod`), the initramfs part holding the modules
+//! needed before the root disk can be mounted, and what the kernel provides of every
+//! guest need (`needs.json`, [`super::modules::KernelFeatures`]).
 //!
-//! Debian's cloud kernels build `virtio_pci` and `virtio_blk` as modules (ext4 is
-//! built in); which other modules they need comes from `modules.dep`, so the same
-//! code serves 5.10 (no `virtio_pci_modern_dev`), 6.1 and 6.12 (built-in
-//! `virtio_pci`, xz-compressed modules, decompressed here for busybox `insmod`).
+//! Which modules the initramfs loads comes from the kernel's own index
+//! ([`super::modules::ModuleIndex`]): the modular ones among
+//! [`super::modules::ROOT_DISK`] (virtio PCI, virtio-blk, ext4) with their
+//! dependencies and soft dependencies, in load order. Debian's cloud flavour builds
+//! ext4 in and makes the virtio drivers modules; its standard flavour makes all three
+//! modules (ext4 needs jbd2, mbcache, crc16 and crc32c); 5.10 has no
+//! `virtio_pci_modern_dev`, 6.12 builds `virtio_pci` in and xz-compresses its modules
+//! (decompressed here for busybox `insmod`). A kernel that has a root-disk or device
+//! need neither built in nor as a module is refused here, naming the option.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::initramfs::{write_archive, Member};
+use super::modules::{missing_message, KernelFeatures, ModuleIndex, Need, GUEST_DEVICES, ROOT_DISK};
 use super::rootfs::{make_ext4, walk_files};
 use super::{run_tool, Cache, CacheOutcome, CancelFlag, ImageError, PinnedKernel};
 use crate::infra::hash::sha256_hex;
 
 /// Bumped when kernel preparation changes.
-const KERNEL_FORMAT: &str = "vmrepro-kernel-v1";
+const KERNEL_FORMAT: &str = "vmrepro-kernel-v2";
 
-/// Modules loaded by the initramfs (with their dependencies), when not built in.
-pub const BOOT_MODULES: &[&str] = &["virtio_pci", "virtio_blk"];
+/// The file a Debian or local kernel's cache entry gets: what the kernel provides of every
+/// need (absent for a kernel image given without modules: nothing is known of it).
+pub const NEEDS_FILE: &str = "needs.json";
 
 /// Where a kernel comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +70,10 @@ pub struct KernelArtifact {
     pub modules_disk: Option<PathBuf>,
     /// The initramfs part with the boot modules.
     pub initramfs_modules: PathBuf,
+    /// What the kernel provides of every guest need: from its module index, or for a
+    /// source-built kernel from its `.config`; `None` for a local kernel image given
+    /// without modules.
+    pub features: Option<KernelFeatures>,
     /// Cache key.
     pub key: String,
     /// The shared lock that keeps `vmrepro images gc` from removing the entry while
@@ -79,7 +90,7 @@ pub struct KernelArtifact {
 /// Errors: a local kernel image or module that can't be read.
 pub fn kernel_key(src: &KernelSource) -> Result<String, ImageError> {
     match src {
-        KernelSource::Debian(k) => Ok(sha256_hex(format!("{KERNEL_FORMAT}\ndebian\n{}\n", k.sha256).as_bytes())),
+        KernelSource::Debian(k) => Ok(sha256_hex(format!("{}debian\n{}\n", format_line(), k.sha256).as_bytes())),
         KernelSource::Local { image, modules } => local_key(image, modules.as_deref()),
         KernelSource::Source(sk) => sk.key(),
     }
@@ -121,7 +132,7 @@ pub fn resolve_kernel(cache: &Cache, src: &KernelSource) -> Result<(KernelArtifa
             (KernelSource::Local { image, modules }, _) => (image.clone(), modules.clone()),
             _ => unreachable!("a Debian kernel always has its package"),
         };
-        build(&image, modules.as_deref(), tmp, cache.cancel_flag())?;
+        build(&src.label(), &image, modules.as_deref(), tmp, cache.cancel_flag())?;
         if stage.exists() {
             std::fs::remove_dir_all(&stage).map_err(ImageError::io("removing staging folder", &stage))?;
         }
@@ -132,11 +143,13 @@ pub fn resolve_kernel(cache: &Cache, src: &KernelSource) -> Result<(KernelArtifa
         .trim()
         .to_string();
     let modules_disk = dir.join("modules.ext4");
+    let features = read_features(src, &dir)?;
     let art = KernelArtifact {
         image: dir.join("vmlinuz"),
         release,
         modules_disk: modules_disk.exists().then_some(modules_disk),
         initramfs_modules: dir.join("initramfs-modules.cpio"),
+        features,
         dir,
         key,
         hold: std::sync::Arc::new(hold),
@@ -144,8 +157,15 @@ pub fn resolve_kernel(cache: &Cache, src: &KernelSource) -> Result<(KernelArtifa
     Ok((art, outcome))
 }
 
+/// The first lines of a Debian or local kernel's key material: the format and the list
+/// of needs, so that an entry prepared for another list (another initramfs module set,
+/// another `needs.json`) is not reused.
+fn format_line() -> String {
+    format!("{KERNEL_FORMAT}\n{}\n", super::modules::needs_fingerprint())
+}
+
 fn local_key(image: &Path, modules: Option<&Path>) -> Result<String, ImageError> {
-    let mut material = format!("{KERNEL_FORMAT}\nlocal\n").into_bytes();
+    let mut material = format!("{}local\n", format_line()).into_bytes();
     material.extend(std::fs::read(image).map_err(ImageError::io("reading kernel image", image))?);
     if let Some(m) = modules {
         for f in walk_files(m)? {
@@ -176,7 +196,26 @@ fn extract_deb(deb: &Path, stage: &Path, cancel: &CancelFlag) -> Result<(PathBuf
     Ok((vmlinuz, modules))
 }
 
-fn build(image: &Path, modules: Option<&Path>, out: &Path, cancel: &CancelFlag) -> Result<(), ImageError> {
+/// What a prepared kernel provides: `needs.json` of a Debian or local kernel's entry,
+/// the `config` of a source-built one's.
+fn read_features(src: &KernelSource, dir: &Path) -> Result<Option<KernelFeatures>, ImageError> {
+    if let KernelSource::Source(_) = src {
+        let config = dir.join("config");
+        let text = std::fs::read_to_string(&config).map_err(ImageError::io("reading kernel config", &config))?;
+        return Ok(Some(KernelFeatures::from_config(&text)));
+    }
+    let path = dir.join(NEEDS_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).map(Some).map_err(|e| ImageError::Kernel(format!("{}: {e}", path.display())))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ImageError::io("reading", &path)(e)),
+    }
+}
+
+/// Prepares the kernel `label` (for messages) into the cache entry `out`.
+fn build(label: &str, image: &Path, modules: Option<&Path>, out: &Path, cancel: &CancelFlag) -> Result<(), ImageError> {
     std::fs::copy(image, out.join("vmlinuz")).map_err(ImageError::io("copying kernel image", image))?;
     let release = match modules {
         Some(m) => m.file_name().unwrap_or_default().to_string_lossy().into_owned(),
@@ -192,9 +231,17 @@ fn build(image: &Path, modules: Option<&Path>, out: &Path, cancel: &CancelFlag) 
         let tree = base.join("lib/modules").join(&release);
         copy_tree(m, &tree)?;
         run_tool(Command::new("depmod").arg("-b").arg(&base).arg(&release), "depmod", None, cancel)?;
-        let dep =
-            std::fs::read_to_string(tree.join("modules.dep")).map_err(ImageError::io("reading modules.dep", &tree))?;
-        for rel in boot_closure(&dep, BOOT_MODULES) {
+        let index = ModuleIndex::read(&tree)?;
+        let features = KernelFeatures::from_index(&index);
+        let missing: Vec<&Need> =
+            features.missing(ROOT_DISK).into_iter().chain(features.missing(GUEST_DEVICES)).collect();
+        if !missing.is_empty() {
+            return Err(ImageError::Kernel(missing_message(&format!("{label} ({release})"), &missing, "y or m")));
+        }
+        let json = serde_json::to_vec_pretty(&features).map_err(|e| ImageError::Kernel(e.to_string()))?;
+        std::fs::write(out.join(NEEDS_FILE), json).map_err(ImageError::io("writing", out))?;
+        let roots: Vec<&str> = ROOT_DISK.iter().map(|n| n.module).collect();
+        for rel in index.load_order(&roots) {
             let file = tree.join(&rel);
             let data = read_module(&file)?;
             let name = module_file_name(&rel);
@@ -217,42 +264,6 @@ fn build(image: &Path, modules: Option<&Path>, out: &Path, cancel: &CancelFlag) 
     });
     let cpio = out.join("initramfs-modules.cpio");
     write_archive(&cpio, &boot_members).map_err(ImageError::io("writing initramfs", &cpio))
-}
-
-/// The load order (dependencies first) of `roots` and everything they need, as paths
-/// relative to the modules tree, from the text of `modules.dep`
-/// (`kernel/…/x.ko[.xz]: dep.ko dep2.ko`). Roots absent from `modules.dep` are built in.
-pub fn boot_closure(modules_dep: &str, roots: &[&str]) -> Vec<String> {
-    let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut by_name: BTreeMap<String, String> = BTreeMap::new();
-    for line in modules_dep.lines() {
-        let Some((m, rest)) = line.split_once(':') else { continue };
-        deps.insert(m.to_string(), rest.split_whitespace().map(str::to_string).collect());
-        by_name.insert(module_name(m), m.to_string());
-    }
-    fn visit(m: &str, deps: &BTreeMap<String, Vec<String>>, seen: &mut BTreeSet<String>, out: &mut Vec<String>) {
-        if !seen.insert(m.to_string()) {
-            return;
-        }
-        for d in deps.get(m).into_iter().flatten() {
-            visit(d, deps, seen, out);
-        }
-        out.push(m.to_string());
-    }
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for r in roots {
-        if let Some(path) = by_name.get(&r.replace('-', "_")) {
-            visit(path, &deps, &mut seen, &mut out);
-        }
-    }
-    out
-}
-
-/// `kernel/drivers/block/virtio_blk.ko.xz` → `virtio_blk` (dashes folded to `_`).
-fn module_name(path: &str) -> String {
-    let file = path.rsplit('/').next().unwrap_or(path);
-    file.split(".ko").next().unwrap_or(file).replace('-', "_")
 }
 
 fn module_file_name(path: &str) -> String {
@@ -310,26 +321,34 @@ fn copy_tree(src: &Path, dst: &Path) -> Result<(), ImageError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::modules::module_name;
     use super::*;
 
+    /// A local kernel whose modules tree builds in virtio PCI, virtio-blk and virtio-net
+    /// but has neither ext4 nor the virtio console: refused while it is prepared, with
+    /// both options named, and no cache entry left behind (runs `depmod`, no VM).
     #[test]
-    fn closure_orders_dependencies_first_and_skips_builtins() {
-        let dep = "kernel/drivers/block/virtio_blk.ko: kernel/drivers/virtio/virtio_ring.ko kernel/drivers/virtio/virtio.ko\n\
-kernel/drivers/virtio/virtio_ring.ko:\n\
-kernel/drivers/virtio/virtio.ko:\n\
-kernel/drivers/virtio/virtio_pci.ko: kernel/drivers/virtio/virtio_pci_modern_dev.ko kernel/drivers/virtio/virtio_ring.ko kernel/drivers/virtio/virtio.ko\n\
-kernel/drivers/virtio/virtio_pci_modern_dev.ko:\n";
-        let order = boot_closure(dep, &["virtio_pci", "virtio_blk", "not_there"]);
-        assert_eq!(
-            order,
-            vec![
-                "kernel/drivers/virtio/virtio_pci_modern_dev.ko",
-                "kernel/drivers/virtio/virtio_ring.ko",
-                "kernel/drivers/virtio/virtio.ko",
-                "kernel/drivers/virtio/virtio_pci.ko",
-                "kernel/drivers/block/virtio_blk.ko",
-            ]
-        );
+    fn a_kernel_without_ext4_is_refused_naming_the_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("lib/modules/6.1.0-mine");
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::write(
+            tree.join("modules.builtin"),
+            "kernel/drivers/virtio/virtio_pci.ko\nkernel/drivers/block/virtio_blk.ko\nkernel/drivers/net/virtio_net.ko\n",
+        )
+        .unwrap();
+        std::fs::write(tree.join("modules.order"), "").unwrap();
+        let image = dir.path().join("bzImage");
+        std::fs::write(&image, b"not booted here").unwrap();
+        let cache = Cache::new(dir.path().join("cache"));
+        let src = KernelSource::Local { image, modules: Some(tree) };
+        let err = resolve_kernel(&cache, &src).expect_err("no ext4: refused").to_string();
+        assert!(err.contains("(6.1.0-mine): CONFIG_EXT4_FS (module `ext4`, for the root filesystem (ext4))"), "{err}");
+        assert!(err.contains("CONFIG_VIRTIO_CONSOLE (module `virtio_console`"), "{err}");
+        assert!(err.ends_with("are neither built in nor a module; set them to y or m"), "{err}");
+        assert!(!err.contains("CONFIG_VIRTIO_BLK") && !err.contains("CONFIG_NFSD"), "{err}");
+        let entry = dir.path().join("cache/kernel").join(kernel_key(&src).unwrap());
+        assert!(!entry.exists(), "no entry for a refused kernel");
     }
 
     #[test]

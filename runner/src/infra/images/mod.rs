@@ -18,6 +18,7 @@ pub mod gc;
 pub mod index;
 pub mod initramfs;
 pub mod kernel;
+pub mod modules;
 pub mod repin;
 pub mod resolve;
 pub mod rootfs;

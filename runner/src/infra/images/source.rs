@@ -182,6 +182,20 @@ impl SourceKernel {
                 }
             }
         }
+        // Without modules, what a guest can't do without must be built in.
+        let features = super::modules::KernelFeatures::from_config(&config);
+        let missing: Vec<&super::modules::Need> = features
+            .missing(super::modules::ROOT_DISK)
+            .into_iter()
+            .chain(features.missing(super::modules::GUEST_DEVICES))
+            .collect();
+        if !missing.is_empty() {
+            return Err(ImageError::Kernel(super::modules::missing_message(
+                &format!("{} (its .config after olddefconfig; no modules are built)", self.label()),
+                &missing,
+                "y",
+            )));
+        }
         let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
         step(make().arg(format!("-j{jobs}")).arg("bzImage"), "make bzImage")?;
         let release = run_tool(
