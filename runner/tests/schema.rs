@@ -7,7 +7,9 @@
 //!   every fixture the deserializer refuses (unknown key, wrong type, missing key,
 //!   unknown choice: the structural mistakes) the schema refuses too, and every fixture
 //!   the loader reads (its mistake is one of the cross-field rules of validation) the
-//!   schema accepts, so an editor flags no suite `vmrepro check` would pass.
+//!   schema accepts, so an editor flags no suite `vmrepro check` would pass;
+//! - fresh structural mistakes made in a good suite, at levels the corpus doesn't
+//!   reach, are refused by both.
 //!
 //! Validated with the `jsonschema` crate (draft 7, formats checked), on the YAML read
 //! as JSON by `serde_yaml`, which is what a YAML language server does.
@@ -117,4 +119,42 @@ fn agrees_with_the_loader_on_the_bad_suites() {
     eprintln!("{refused} refused by the deserializer, {accepted} read by the loader, {neither} other");
     assert!(wrong.is_empty(), "the schema and the loader disagree:\n{}", wrong.join("\n"));
     assert!(refused >= 20 && accepted >= 100, "too few fixtures checked: {refused} structural, {accepted} read");
+}
+
+/// Fresh structural mistakes, made in a good suite at every level the corpus reaches
+/// and a few it doesn't (a profile's map, an observer, a record, a measurement's
+/// snapshot): the deserializer and the schema both refuse each, and both read the
+/// suite unchanged.
+#[test]
+fn refuses_structural_mistakes_made_in_a_good_suite() {
+    let v = validator();
+    let text = fs::read_to_string(repo_root().join("suites/nfs-write.yaml")).expect("suite is readable");
+    let good = as_json(&text).expect("suite is YAML");
+    let reads = |json: &serde_json::Value| serde_yaml::from_str::<SuiteSpec>(&json.to_string()).is_ok();
+    assert!(reads(&good) && errors(&v, &good).is_empty(), "nfs-write.yaml is read by both");
+    let mistakes: [(&str, serde_json::Value); 10] = [
+        ("/vms/0/kernel/debain", "6.1".into()),
+        ("/vms/0/profile/thread", 8.into()),
+        ("/vms/0/profile/threads", "eight".into()),
+        ("/vms/0/memory", serde_json::json!([512])),
+        ("/vms/0/accel", "fast".into()),
+        ("/measure/0/observe/0", "netstats".into()),
+        ("/measure/0/observe/0", serde_json::json!({"mountstats": {"mount": "/mnt", "op": ["READ"]}})),
+        ("/measure/0/record", serde_json::json!([{"name": "size"}])),
+        ("/measure/0/snapshot", serde_json::json!({"verdict": "ratio"})),
+        ("/measure/0/timeout", "10 minuets".into()),
+    ];
+    for (pointer, value) in mistakes {
+        let mut bad = good.clone();
+        let (parent, key) = pointer.rsplit_once('/').expect("a pointer");
+        match bad.pointer_mut(parent).expect("the parent exists") {
+            serde_json::Value::Object(m) => {
+                m.insert(key.to_string(), value.clone());
+            }
+            serde_json::Value::Array(a) => a[key.parse::<usize>().expect("an index")] = value.clone(),
+            other => panic!("{parent} is {other}"),
+        }
+        assert!(!reads(&bad), "{pointer} = {value}: the deserializer reads it");
+        assert!(!errors(&v, &bad).is_empty(), "{pointer} = {value}: the schema accepts it");
+    }
 }

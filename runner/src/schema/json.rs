@@ -33,7 +33,8 @@ pub fn suite_schema_text() -> String {
 /// Widens every free-text schema (type string, no choices, pattern or format) to the
 /// scalars the deserializer reads as text: serde_yaml 0.9 gives a `String` field the
 /// text of any plain scalar, so `env: {RETRIES: 3}` and `debian: 6.1` are text to the
-/// loader, and the schema must not flag them.
+/// loader, and the schema must not flag them. Also turns the descriptions' doc links
+/// into plain code.
 #[derive(Debug, Clone)]
 struct PlainScalarsAreText;
 
@@ -53,6 +54,10 @@ impl Visitor for PlainScalarsAreText {
                 }
                 _ => {}
             }
+        }
+        // Rust doc links read as plain code in an editor: "[`Foo`]" becomes "`Foo`".
+        if let Some(d) = schema.metadata.as_mut().and_then(|m| m.description.as_mut()) {
+            *d = d.replace("[`", "`").replace("`]", "`");
         }
         schemars::visit::visit_schema_object(self, schema);
     }

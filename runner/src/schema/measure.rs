@@ -220,6 +220,10 @@ impl JsonSchema for ObserverSpec {
         any_of.insert(0, bare.into());
         any_of.push(one_key(NETEM, gen.subschema_for::<String>()));
         Schema::Object(SchemaObject {
+            metadata: Some(Box::new(schemars::schema::Metadata {
+                description: Some(format!("{}.", observer_hint())),
+                ..Default::default()
+            })),
             subschemas: Some(Box::new(SubschemaValidation { any_of: Some(any_of), ..Default::default() })),
             ..Default::default()
         })

@@ -349,7 +349,10 @@ pub struct ProfileSpec {
 /// descriptions.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(rename = "ProfileParameters")]
+#[schemars(
+    rename = "ProfileParameters",
+    description = "A profile and its parameters; every parameter left out takes the profile's default from `images/profiles/<name>.yaml`."
+)]
 struct ProfileMap {
     /// The profile (`images/profiles/<name>.sh`).
     name: String,
