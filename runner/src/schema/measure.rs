@@ -28,6 +28,7 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::parse::observe::{Settings, NAMES};
@@ -35,7 +36,7 @@ use crate::parse::ObserverKind;
 use crate::schema::SnapshotVerdicts;
 
 /// One measurement.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MeasureSpec {
     /// Name: `[a-z][a-z0-9-]*`, unique among the suite's measurements and VM names.
@@ -71,9 +72,11 @@ pub struct MeasureSpec {
     pub expect_exit: Option<i32>,
     /// Limit of one iteration (default: the suite's `step_timeout`).
     #[serde(default, with = "humantime_serde")]
+    #[schemars(schema_with = "crate::schema::json::duration")]
     pub timeout: Option<Duration>,
     /// Observers read before and after every iteration (`netstat`, `{netem: vm}`, …).
     #[serde(default, with = "serde_yaml::with::singleton_map_recursive")]
+    #[schemars(with = "Vec<ObserverSpec>")]
     pub observe: Vec<ObserverSpec>,
     /// Named commands whose output is kept with every iteration.
     #[serde(default)]
@@ -84,6 +87,7 @@ pub struct MeasureSpec {
     /// A number `run` prints (on stdout, or into a file): parsed in every iteration, it
     /// is the verdict's metric unless `compare` names another.
     #[serde(default, with = "serde_yaml::with::singleton_map_recursive")]
+    #[schemars(with = "Option<OutputMetricSpec>")]
     pub metric: Option<OutputMetricSpec>,
     /// The metric the verdict uses (default `elapsed_s`, or `metric`'s name when there
     /// is a `metric`), or `outcome`: compare how the iterations ended (exit status,
@@ -116,7 +120,7 @@ pub struct MeasureSpec {
 /// metric: {name: received, from: {file: /tmp/iperf3.json}, json: /end/sum_received/bits_per_second, unit: bit/s, better: higher}
 /// metric: {from: stdout, regex: 'failures: ([0-9]+)', unit: failures}
 /// ```
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OutputMetricSpec {
     /// The metric's name in tables, `compare`, `table` and `snapshot.signs`:
@@ -143,7 +147,7 @@ pub struct OutputMetricSpec {
 }
 
 /// Where a [`OutputMetricSpec`]'s number is printed.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum MetricFrom {
     /// `run`'s stdout.
@@ -232,8 +236,57 @@ impl Serialize for ObserverSpec {
     }
 }
 
+/// By hand, as the `Deserialize` impl, from the observer table: the name of a kind
+/// without settings, or a map of one key, a kind with settings to its
+/// [`MountstatsSpec`] or `netem` to a VM name.
+impl JsonSchema for ObserverSpec {
+    fn schema_name() -> String {
+        "ObserverSpec".into()
+    }
+
+    fn json_schema(gen: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        use schemars::schema::{InstanceType, ObjectValidation, Schema, SchemaObject, SubschemaValidation};
+        let one_key = |key: &str, value: Schema| -> Schema {
+            SchemaObject {
+                instance_type: Some(InstanceType::Object.into()),
+                object: Some(Box::new(ObjectValidation {
+                    properties: [(key.to_string(), value)].into_iter().collect(),
+                    required: [key.to_string()].into_iter().collect(),
+                    additional_properties: Some(Box::new(Schema::Bool(false))),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }
+            .into()
+        };
+        let mut bare = Vec::new();
+        let mut any_of = Vec::new();
+        for kind in ObserverKind::all() {
+            match kind.def().settings {
+                Settings::None => bare.push(serde_json::Value::from(kind.name())),
+                Settings::Mount => any_of.push(one_key(kind.name(), gen.subschema_for::<MountstatsSpec>())),
+            }
+        }
+        let bare = SchemaObject {
+            instance_type: Some(InstanceType::String.into()),
+            enum_values: Some(bare),
+            ..Default::default()
+        };
+        any_of.insert(0, bare.into());
+        any_of.push(one_key(NETEM, gen.subschema_for::<String>()));
+        Schema::Object(SchemaObject {
+            metadata: Some(Box::new(schemars::schema::Metadata {
+                description: Some(format!("{}.", observer_hint())),
+                ..Default::default()
+            })),
+            subschemas: Some(Box::new(SubschemaValidation { any_of: Some(any_of), ..Default::default() })),
+            ..Default::default()
+        })
+    }
+}
+
 /// `mountstats:` parameters.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MountstatsSpec {
     /// The NFS mount point.
@@ -244,7 +297,7 @@ pub struct MountstatsSpec {
 }
 
 /// One entry of `record:`.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecordSpec {
     /// Section name: `[a-z][a-z0-9-]*`, not a built-in section.
@@ -257,7 +310,7 @@ pub struct RecordSpec {
 }
 
 /// Which direction of a metric is better.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Better {
     /// Smaller values are better (times, error counters).
@@ -267,7 +320,7 @@ pub enum Better {
 }
 
 /// Which rule decides a comparison (`verdict.rule` of the suite or a measurement).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Rule {
     /// Medians more than the floor apart and separated ranges (0-day/LKP, mmtests).
@@ -278,7 +331,7 @@ pub enum Rule {
 
 /// `verdict:` of the suite (every measurement) or of one measurement (overriding the
 /// suite's for it).
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerdictSpec {
     /// `mann_whitney` (default) or `ranges`.
@@ -294,13 +347,14 @@ pub struct VerdictSpec {
 }
 
 /// One entry of `checks:`.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckSpec {
     /// The section checked: `stdout`, `stderr`, or a record's name.
     pub section: String,
     /// The section's text, trimmed, must equal this (a string or a number).
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Value>")]
     pub equals: Option<serde_yaml::Value>,
     /// The section's text must contain this.
     #[serde(default)]
@@ -308,7 +362,7 @@ pub struct CheckSpec {
 }
 
 /// `snapshot:` of a measurement.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MeasureSnapshotSpec {
     /// How much of each verdict to keep (default `ratio_class`).
@@ -331,7 +385,7 @@ pub struct MeasureSnapshotSpec {
 }
 
 /// When a record's command runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum When {
     /// After `setup`, before the observers and `run`.

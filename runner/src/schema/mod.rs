@@ -7,6 +7,7 @@
 //! [`crate::suite::validate`]; loading, size/encoding checks and error rendering live in
 //! [`load`].
 
+pub mod json;
 pub mod load;
 pub mod locate;
 pub mod measure;
@@ -20,6 +21,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ipnet::Ipv4Net;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The tests' front door (the runner loads through [`crate::suite::load`]).
@@ -31,7 +33,7 @@ pub use nfs_read::NfsReadSpec;
 pub use package::DebianPackage;
 
 /// A whole suite file (`suites/*.yaml`).
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuiteSpec {
     /// Suite name; used in result paths and snapshot names. `[a-z0-9-]+`.
@@ -70,11 +72,12 @@ impl SuiteSpec {
 }
 
 /// The suite's private bridge.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkSpec {
     /// IPv4 subnet of the bridge, e.g. `10.77.0.0/24`. It only exists inside the run's
     /// private network namespace.
+    #[schemars(with = "String", regex(pattern = r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$"))]
     pub subnet: Ipv4Net,
     /// MTU of the bridge, taps and guest NICs, in bytes (default 1500).
     #[serde(default)]
@@ -82,7 +85,7 @@ pub struct NetworkSpec {
 }
 
 /// Per-VM settings that may be given once for the whole suite.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VmDefaults {
     /// Guest memory in MiB (default 512).
@@ -97,9 +100,11 @@ pub struct VmDefaults {
     /// How long the guest may take from QEMU start until its guest agent answers
     /// (default 180s). Humantime syntax: `90s`, `3m`.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(schema_with = "crate::schema::json::duration")]
     pub boot_timeout: Option<Duration>,
     /// Default limit for each step (default 300s).
     #[serde(default, with = "humantime_serde")]
+    #[schemars(schema_with = "crate::schema::json::duration")]
     pub step_timeout: Option<Duration>,
     /// Root filesystem recipe name under `images/rootfs/` (default `bookworm-nfs`).
     #[serde(default)]
@@ -110,7 +115,7 @@ pub struct VmDefaults {
 }
 
 /// Hardware acceleration for QEMU.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Accel {
     /// KVM where it really runs a guest (probed), TCG otherwise.
@@ -122,7 +127,7 @@ pub enum Accel {
 }
 
 /// One guest.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VmSpec {
     /// VM name: `[a-z][a-z0-9-]*`, unique in the suite; also the guest's host name.
@@ -142,6 +147,7 @@ pub struct VmSpec {
     pub accel: Option<Accel>,
     /// Boot timeout override.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(schema_with = "crate::schema::json::duration")]
     pub boot_timeout: Option<Duration>,
     /// Rootfs recipe override.
     #[serde(default)]
@@ -166,6 +172,7 @@ pub struct VmSpec {
     /// Kernel parameters (`sysctl -w`) applied before any step, e.g.
     /// `{net.ipv4.ipfrag_time: 5}`; the values in force are printed back and recorded.
     #[serde(default)]
+    #[schemars(with = "std::collections::BTreeMap<String, serde_json::Value>")]
     pub sysctl: std::collections::BTreeMap<String, serde_yaml::Value>,
     /// Files copied from the suite's folder into the guest (through the guest agent)
     /// before any step.
@@ -182,6 +189,7 @@ pub struct VmSpec {
     /// `nfs_read.mount_options`, `nfs_read.read_ahead_kb`. Values are a list (labels
     /// derived from them) or a map `label: value`. See `crate::suite::variants`.
     #[serde(default)]
+    #[schemars(with = "std::collections::BTreeMap<String, serde_json::Value>")]
     pub variants: serde_yaml::Mapping,
     /// Commands to run in this guest, in order.
     #[serde(default)]
@@ -190,7 +198,7 @@ pub struct VmSpec {
 
 /// What of a verdict a suite's snapshot keeps (`nfs_read.snapshot_verdicts`,
 /// `measure[].snapshot.verdict`).
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SnapshotVerdicts {
     /// `slower: median ratio in 2x–10x` (see `snapshot::verdict_words`).
@@ -203,7 +211,7 @@ pub enum SnapshotVerdicts {
 }
 
 /// Network conditions of one guest, applied with `tc` and `ethtool` on its `eth0`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VmNetSpec {
     /// `netem` on the guest's egress (packets *leaving* this VM), as the root qdisc.
@@ -219,7 +227,7 @@ pub struct VmNetSpec {
 }
 
 /// `tc qdisc … netem` parameters (see tc-netem(8)).
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetemSpec {
     /// Random loss, percent, e.g. `"1%"`.
@@ -259,7 +267,7 @@ pub struct NetemSpec {
 }
 
 /// Which kernel a VM boots. Exactly one of `debian`, `path` or `source` must be given.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KernelSpec {
     /// A Debian kernel series pinned in `images/kernels.yaml`, e.g. `"5.10"`, `"6.1"`,
@@ -283,7 +291,7 @@ pub struct KernelSpec {
 /// A kernel built from source: `linux-source-<debian>` + `defconfig` +
 /// `kvm_guest.config` + `fragments`, with `patches` applied. Everything the guest needs
 /// must be built in (a source-built kernel gets no modules disk).
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SourceKernelSpec {
     /// Kernel series of a `linux-source-<series>` package pinned in
@@ -298,7 +306,7 @@ pub struct SourceKernelSpec {
 }
 
 /// One command run in a guest through the guest agent.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StepSpec {
     /// Step name, unique within its VM: `[a-z0-9][a-z0-9_-]*`.
@@ -311,6 +319,7 @@ pub struct StepSpec {
     pub after: Vec<String>,
     /// Limit for this step (default: the suite's `step_timeout`).
     #[serde(default, with = "humantime_serde")]
+    #[schemars(schema_with = "crate::schema::json::duration")]
     pub timeout: Option<Duration>,
     /// Expected exit status (default 0). A different status fails the suite.
     #[serde(default)]
@@ -341,21 +350,63 @@ pub struct ProfileSpec {
     pub udp: Option<bool>,
 }
 
-/// The map form of [`ProfileSpec`] (what `deny_unknown_fields` checks).
-#[derive(Debug, Clone, Deserialize)]
+/// The map form of [`ProfileSpec`] (what `deny_unknown_fields` checks); its schema is
+/// the map alternative of [`ProfileSpec`]'s, so the fields' docs are the editor's
+/// descriptions.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    rename = "ProfileParameters",
+    description = "A profile and its parameters; every parameter left out takes the profile's default from `images/profiles/<name>.yaml`."
+)]
 struct ProfileMap {
+    /// The profile (`images/profiles/<name>.sh`).
     name: String,
+    /// NFS exports (`/etc/exports` lines); a server profile needs them here or from
+    /// `nfs_read.export`.
     #[serde(default)]
     exports: Option<Vec<ExportSpec>>,
+    /// NFS versions the server serves, e.g. `["3", "4.2"]`.
     #[serde(default)]
     nfs_versions: Option<Vec<String>>,
+    /// nfsd threads.
     #[serde(default)]
     threads: Option<u32>,
+    /// `/proc/fs/nfsd/max_block_size`, bytes.
     #[serde(default)]
     block_size: Option<u64>,
+    /// Serve NFS over UDP as well as TCP.
     #[serde(default)]
     udp: Option<bool>,
+}
+
+/// By hand, as the `Deserialize` impl: a profile name, or the map form
+/// (`ProfileMap`).
+impl JsonSchema for ProfileSpec {
+    fn schema_name() -> String {
+        "ProfileSpec".into()
+    }
+
+    fn json_schema(gen: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        use schemars::schema::{InstanceType, Schema, SchemaObject, SubschemaValidation};
+        let name = SchemaObject {
+            instance_type: Some(InstanceType::String.into()),
+            metadata: Some(Box::new(schemars::schema::Metadata {
+                description: Some(
+                    "A profile name (`images/profiles/<name>.sh`), every parameter at its default.".into(),
+                ),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        Schema::Object(SchemaObject {
+            subschemas: Some(Box::new(SubschemaValidation {
+                any_of: Some(vec![name.into(), gen.subschema_for::<ProfileMap>()]),
+                ..Default::default()
+            })),
+            ..Default::default()
+        })
+    }
 }
 
 impl<'de> Deserialize<'de> for ProfileSpec {
@@ -386,7 +437,7 @@ impl<'de> Deserialize<'de> for ProfileSpec {
 }
 
 /// One NFS export of a server profile.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportSpec {
     /// The exported directory (absolute; created if missing).
@@ -397,7 +448,7 @@ pub struct ExportSpec {
 }
 
 /// A file copied into a guest (`files:`).
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileSpec {
     /// The file on the host, relative to the suite's folder (at most 1 MiB).

@@ -2,13 +2,14 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::schema::SnapshotVerdicts;
 
 /// The report's scenario: one NFS server VM exports a directory holding a file made
 /// with `dd`; each client VM mounts it and times `cat FILE > /dev/null`.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NfsReadSpec {
     /// Name of the server VM (must have an NFS server profile).
@@ -72,7 +73,7 @@ pub struct NfsReadSpec {
 }
 
 /// The measured file: `dd if=/dev/zero of=<export>/<name> bs=<block_size> count=<count>`.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NfsFileSpec {
     /// Path relative to the export, e.g. `user/100000000.bytes`.

@@ -192,6 +192,38 @@ impl fmt::Display for DebianPackage {
     }
 }
 
+impl schemars::JsonSchema for DebianPackage {
+    fn schema_name() -> String {
+        "DebianPackage".into()
+    }
+
+    /// A string of Debian Policy's name grammar, at most [`MAX_NAME_BYTES`] bytes, with
+    /// an optional `/suite` of [`DEBIAN_SUITES`] and [`SUITE_SUFFIXES`].
+    fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        use schemars::schema::{InstanceType, Metadata, SchemaObject, StringValidation};
+        SchemaObject {
+            instance_type: Some(InstanceType::String.into()),
+            metadata: Some(Box::new(Metadata {
+                description: Some(
+                    "A Debian package name (lower case letters, digits, `+ - .`; starts and ends with a letter or digit), optionally `/suite` (`fio/bookworm-backports`).".into(),
+                ),
+                ..Default::default()
+            })),
+            string: Some(Box::new(StringValidation {
+                pattern: Some(format!(
+                    "^[a-z0-9][a-z0-9+.-]{{0,{}}}[a-z0-9](/({})({})?)?$",
+                    MAX_NAME_BYTES - 2,
+                    DEBIAN_SUITES.join("|"),
+                    SUITE_SUFFIXES.join("|")
+                )),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }
+        .into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
