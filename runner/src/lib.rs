@@ -68,3 +68,4 @@ pub mod run;
 pub mod scenarios;
 pub mod schema;
 pub mod suite;
+pub mod wire;

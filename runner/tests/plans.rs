@@ -66,6 +66,7 @@ fn qemu_command_line_for_a_tcg_guest() {
         incoming: None,
         console_append: false,
         pinned_cpu: None,
+        capture: None,
     };
     let args = qemu_args(&config);
     assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"), "TCG guest: {args:?}");

@@ -129,6 +129,15 @@ pub(crate) enum Command {
         #[arg(long)]
         snapshot: bool,
     },
+    /// Print the RPC table of a run's packet captures (`vms/VM/capture.pcap`, recorded
+    /// with `capture:` on) and the ten longest waits before a retransmission, with
+    /// their XIDs and times (no VM).
+    Wire {
+        /// The run folder (`results/<suite>/<timestamp>`).
+        run_dir: PathBuf,
+        /// Only this VM (default: every VM with a capture).
+        vm: Option<String>,
+    },
     /// Print a suite's compiled plan as JSON (what `run` would execute; the same as a
     /// run folder's `plan.json`).
     Plan {

@@ -151,6 +151,7 @@ pub(super) async fn dispatch(cli: Cli) -> i32 {
                 exit::CONFIG_ERROR
             }
         },
+        Command::Wire { run_dir, vm } => super::wire::wire(&run_dir, vm.as_deref()),
         Command::Bench(args) => bench::bench(args, cli.images.as_deref(), cache).await,
         Command::Images { command: ImagesCommand::List { folders } } => {
             images::list(cli.images.as_deref(), &cache, &folders)

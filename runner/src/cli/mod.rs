@@ -9,6 +9,7 @@ mod images;
 mod interactive;
 mod progress;
 mod publish;
+mod wire;
 
 use clap::Parser;
 

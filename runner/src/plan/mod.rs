@@ -35,6 +35,9 @@ pub const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(180);
 pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default MTU, bytes.
 pub const DEFAULT_MTU: u32 = 1500;
+/// Default bytes kept of each captured frame (`network.capture_snaplen`): Ethernet,
+/// IPv4, TCP with options and an RPC call header with AUTH_SYS credentials fit.
+pub const DEFAULT_CAPTURE_SNAPLEN: u32 = 256;
 /// Default measured iterations per VM of a measurement.
 pub const DEFAULT_REPEAT: u32 = 1;
 /// The metric a verdict uses by default.
@@ -115,6 +118,17 @@ pub struct VmPlan {
     pub profile: Option<ProfilePlan>,
     /// Steps, in order.
     pub steps: Vec<StepPlan>,
+    /// Its packet capture, if `capture:` is on for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CapturePlan>,
+}
+
+/// A VM's packet capture: QEMU's `filter-dump` on its NIC's netdev into
+/// `RUN/vms/VM/capture.pcap` (see `docs/src/wire.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CapturePlan {
+    /// Bytes kept of each frame.
+    pub snaplen: u32,
 }
 
 fn ser_kernel<S: serde::Serializer>(k: &KernelSource, s: S) -> Result<S::Ok, S::Error> {

@@ -10,6 +10,7 @@
 //! is written.
 
 pub mod attach;
+mod capture;
 pub mod environment;
 mod error;
 pub mod images;

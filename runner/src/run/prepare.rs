@@ -147,6 +147,7 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
         incoming: None,
         console_append: false,
         pinned_cpu,
+        capture: super::capture::qemu_capture(v, &vdir),
     };
     let bases: Vec<&Path> = std::iter::once(rootfs.image.as_path()).chain(kernel.modules_disk.as_deref()).collect();
     let state_key = states.map(|s| state::state_key(&config, &kernel.key, &rootfs.key, &bases, s));

@@ -82,6 +82,14 @@ pub struct NetworkSpec {
     /// MTU of the bridge, taps and guest NICs, in bytes (default 1500).
     #[serde(default)]
     pub mtu: Option<u32>,
+    /// Record every VM's traffic into `RUN/vms/VM/capture.pcap` (default false; a
+    /// VM's own `capture:` wins).
+    #[serde(default)]
+    pub capture: Option<bool>,
+    /// Bytes kept of each captured frame (default 256: the headers of an RPC over
+    /// UDP or TCP; 64 to 65535).
+    #[serde(default)]
+    pub capture_snaplen: Option<u32>,
 }
 
 /// Per-VM settings that may be given once for the whole suite.
@@ -194,6 +202,10 @@ pub struct VmSpec {
     /// Commands to run in this guest, in order.
     #[serde(default)]
     pub steps: Vec<StepSpec>,
+    /// Record this VM's traffic, both directions, into `RUN/vms/VM/capture.pcap` for
+    /// the whole run (default: `network.capture`).
+    #[serde(default)]
+    pub capture: Option<bool>,
 }
 
 /// What of a verdict a suite's snapshot keeps (`nfs_read.snapshot_verdicts`,

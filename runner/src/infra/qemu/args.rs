@@ -57,7 +57,24 @@ pub struct QemuConfig {
     /// QEMU argument: set with `sched_setaffinity` before QEMU starts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pinned_cpu: Option<usize>,
+    /// Packet capture of the NIC's traffic, both directions (`-object filter-dump`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureArgs>,
 }
+
+/// The `filter-dump` netfilter of a VM's netdev: every frame the guest sends or
+/// receives, its first `snaplen` bytes, in pcap format (QEMU's `net/dump.c`; stamped
+/// with the VM's virtual clock).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CaptureArgs {
+    /// The pcap file (QEMU truncates it at start).
+    pub file: PathBuf,
+    /// Bytes kept of each frame (`maxlen`).
+    pub snaplen: u32,
+}
+
+/// The QOM id of the capture filter (`/objects/capture0`).
+pub const CAPTURE_FILTER_ID: &str = "capture0";
 
 /// The machine, accelerator and CPU model every VM gets: `-machine q35` with
 /// `-accel kvm -cpu host` or `-accel tcg -cpu max` (shared with `vmrepro bench`'s bare
@@ -87,6 +104,14 @@ pub fn qemu_args(c: &QemuConfig) -> Vec<String> {
     }
     push(&["-netdev", &format!("tap,id=net0,ifname={},script=no,downscript=no", c.tap)]);
     push(&["-device", &format!("virtio-net-pci,netdev=net0,mac={}", c.mac)]);
+    if let Some(cap) = &c.capture {
+        // `,` in a QEMU option value is written `,,`.
+        let file = p(&cap.file).replace(',', ",,");
+        push(&[
+            "-object",
+            &format!("filter-dump,id={CAPTURE_FILTER_ID},netdev=net0,queue=all,file={file},maxlen={}", cap.snaplen),
+        ]);
+    }
     push(&["-chardev", &format!("socket,id=qmp,path={},server=on,wait=off", p(&c.qmp_socket))]);
     push(&["-mon", "chardev=qmp,mode=control"]);
     push(&["-chardev", &format!("socket,id=qga,path={},server=on,wait=off", p(&c.qga_socket))]);

@@ -146,6 +146,8 @@ pub fn state_key(
         incoming: None,
         console_append: false,
         pinned_cpu: None,
+        // A netfilter holds no guest state: a saved state serves VMs with and without one.
+        capture: None,
         ..config.clone()
     };
     let cpu = match config.accel {
@@ -217,11 +219,12 @@ EOF
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::infra::qemu::args::Accelerator;
 
-    fn config(name: &str, accel: Accelerator, memory_mib: u64, extra: Option<&str>) -> QemuConfig {
+    /// A VM's QEMU configuration with paths under `/tmp/run-NAME`.
+    pub(crate) fn config(name: &str, accel: Accelerator, memory_mib: u64, extra: Option<&str>) -> QemuConfig {
         let p = |s: &str| PathBuf::from(format!("/tmp/run-{name}/{s}"));
         QemuConfig {
             name: name.into(),
@@ -242,6 +245,7 @@ mod tests {
             incoming: None,
             console_append: false,
             pinned_cpu: None,
+            capture: None,
         }
     }
 

@@ -99,6 +99,7 @@ pub(super) fn compile_vm(
         files,
         profile,
         steps,
+        capture: capture_of(s, vm),
     })
 }
 
@@ -240,4 +241,12 @@ fn copy_file_script(f: &FilePlan) -> String {
     let dest = shell_quote(&f.dest);
     let dir = shell_quote(f.dest.rsplit_once('/').map_or("/", |(d, _)| if d.is_empty() { "/" } else { d }));
     format!("set -e\nmkdir -p {dir}\ncat > {dest}\nchmod {:o} {dest}\nsha256sum {dest}\n", f.mode)
+}
+
+/// `vm`'s packet capture: its `capture:`, else `network.capture`.
+fn capture_of(s: &crate::schema::SuiteSpec, vm: &VmSpec) -> Option<crate::plan::CapturePlan> {
+    let on = vm.capture.or(s.network.capture).unwrap_or(false);
+    on.then(|| crate::plan::CapturePlan {
+        snaplen: s.network.capture_snaplen.unwrap_or(crate::plan::DEFAULT_CAPTURE_SNAPLEN),
+    })
 }

@@ -21,6 +21,9 @@ pub const EXIT_STATUS: std::ops::RangeInclusive<i32> = 0..=255;
 /// MTU, bytes. The top is a tap device's largest MTU (65535 less its 14-byte
 /// Ethernet header): the runner could not set more on the VMs' taps.
 pub const MTU: std::ops::RangeInclusive<u32> = 576..=65521;
+/// Bytes kept of each captured frame (`network.capture_snaplen`): at least an
+/// Ethernet, IPv4 and UDP header and an RPC header's XID; at most pcap's 65535.
+pub const CAPTURE_SNAPLEN: std::ops::RangeInclusive<u32> = 64..=65535;
 /// Size of the measured file, bytes.
 pub const FILE_BYTES: u64 = 8 * 1024 * 1024 * 1024;
 /// Read-ahead of an NFS mount, KiB (1 GiB; more than any guest's memory would use).

@@ -55,6 +55,13 @@ fn check_network(errs: &mut Vec<ValidationError>, s: &SuiteSpec) {
             });
         }
     }
+    if let Some(n) = s.network.capture_snaplen.filter(|n| !limits::CAPTURE_SNAPLEN.contains(n)) {
+        errs.push(ValidationError::OutOfRange {
+            key: "network.capture_snaplen".into(),
+            value: format!("{n} bytes"),
+            range: format!("{} to {} bytes", limits::CAPTURE_SNAPLEN.start(), limits::CAPTURE_SNAPLEN.end()),
+        });
+    }
     let subnet = s.network.subnet;
     if subnet.prefix_len() > 30 {
         errs.push(ValidationError::Rule {

@@ -1,0 +1,140 @@
+//! Reading a capture file: classic pcap (as QEMU's `filter-dump` and tcpdump write
+//! it), through the `pcap-file` crate, bounded in size.
+
+use std::io::Read as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::Path;
+
+use crate::path_io::PathIo;
+
+/// Largest capture file read, bytes (a run's capture stops at its own cap, 64 MiB by
+/// default; a larger file is not one this tool wrote).
+pub const MAX_CAPTURE_BYTES: u64 = 1 << 30;
+
+/// One captured frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// Capture time, microseconds since the Unix epoch (QEMU's `filter-dump` stamps
+    /// frames with the VM's virtual clock plus the host time the filter started).
+    pub time_us: u64,
+    /// Length of the frame on the wire, bytes.
+    pub orig_len: u32,
+    /// The captured bytes (the first `snaplen` bytes), from the Ethernet header on.
+    pub data: Vec<u8>,
+}
+
+/// What reading a capture meets.
+#[derive(Debug, thiserror::Error)]
+pub enum PcapError {
+    /// The file could not be opened or read.
+    #[error(transparent)]
+    Io(#[from] PathIo),
+    /// Not a regular file, or larger than [`MAX_CAPTURE_BYTES`].
+    #[error("{}: {reason}", path.display())]
+    NotACapture {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The pcap structure is broken at frame `frame` (1-based), byte `offset`.
+    #[error("{}: frame {frame} at byte {offset}: {message}", path.display())]
+    Format {
+        /// The file.
+        path: std::path::PathBuf,
+        /// 1-based frame number (0: the file header).
+        frame: usize,
+        /// Byte offset of the frame's record header.
+        offset: usize,
+        /// What `pcap-file` said.
+        message: String,
+    },
+    /// The link type is not Ethernet (`LINKTYPE_ETHERNET`, 1).
+    #[error("{}: link type {linktype} is not Ethernet", path.display())]
+    LinkType {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The header's link type.
+        linktype: u32,
+    },
+}
+
+/// Reads the capture at `path` (not following a symbolic link, a regular file of at
+/// most [`MAX_CAPTURE_BYTES`]). A capture cut in the middle of its last frame (QEMU
+/// stopped while writing) keeps the frames before it.
+pub fn read_capture(path: &Path) -> Result<Vec<Frame>, PcapError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(PathIo::on("opening", path))?;
+    let meta = file.metadata().map_err(PathIo::on("reading", path))?;
+    let not = |reason: String| PcapError::NotACapture { path: path.to_path_buf(), reason };
+    if !meta.is_file() {
+        return Err(not("not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CAPTURE_BYTES + 1).read_to_end(&mut bytes).map_err(PathIo::on("reading", path))?;
+    if bytes.len() as u64 > MAX_CAPTURE_BYTES {
+        return Err(not(format!("larger than {MAX_CAPTURE_BYTES} bytes")));
+    }
+    parse_capture(&bytes).map_err(|(frame, offset, message)| match message {
+        Some(m) => PcapError::Format { path: path.to_path_buf(), frame, offset, message: m },
+        None => PcapError::LinkType { path: path.to_path_buf(), linktype: frame as u32 },
+    })
+}
+
+/// Parses pcap bytes. Errors: `(frame, offset, Some(message))` for a broken structure,
+/// `(linktype, 0, None)` for a link type other than Ethernet.
+fn parse_capture(bytes: &[u8]) -> Result<Vec<Frame>, (usize, usize, Option<String>)> {
+    let (mut rest, parser) = pcap_file::pcap::PcapParser::new(bytes).map_err(|e| (0, 0, Some(e.to_string())))?;
+    let linktype = u32::from(parser.header().datalink);
+    if linktype != 1 {
+        return Err((linktype as usize, 0, None));
+    }
+    let mut frames = Vec::new();
+    while !rest.is_empty() {
+        let offset = bytes.len() - rest.len();
+        match parser.next_packet(rest) {
+            Ok((r, p)) => {
+                frames.push(Frame {
+                    time_us: u64::try_from(p.timestamp.as_micros()).unwrap_or(u64::MAX),
+                    orig_len: p.orig_len,
+                    data: p.data.into_owned(),
+                });
+                rest = r;
+            }
+            Err(pcap_file::PcapError::IncompleteBuffer) => break,
+            Err(e) => return Err((frames.len() + 1, offset, Some(e.to_string()))),
+        }
+    }
+    Ok(frames)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A pcap file (microsecond, little-endian, Ethernet) of `frames`.
+    pub(crate) fn pcap_bytes(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
+        let mut w = pcap_file::pcap::PcapWriter::new(Vec::new()).unwrap();
+        for (t, data) in frames {
+            let p = pcap_file::pcap::PcapPacket::new(std::time::Duration::from_micros(*t), data.len() as u32, data);
+            w.write_packet(&p).unwrap();
+        }
+        w.into_writer()
+    }
+
+    #[test]
+    fn reads_frames_and_keeps_those_before_a_cut_one() {
+        let mut bytes = pcap_bytes(&[(1_500_000, vec![1; 60]), (2_000_001, vec![2; 70])]);
+        let frames = parse_capture(&bytes).unwrap();
+        assert_eq!(
+            frames.iter().map(|f| (f.time_us, f.data.len())).collect::<Vec<_>>(),
+            [(1_500_000, 60), (2_000_001, 70)]
+        );
+        bytes.truncate(bytes.len() - 10);
+        assert_eq!(parse_capture(&bytes).unwrap().len(), 1);
+        assert_eq!(parse_capture(b"not a pcap file at all").unwrap_err().0, 0);
+    }
+}
