@@ -298,11 +298,7 @@ impl Sandbox {
         for c in t.components() {
             match c {
                 Component::Normal(n) => resolved.push(n),
-                Component::ParentDir => {
-                    if !resolved.pop() {
-                        return None;
-                    }
-                }
+                Component::ParentDir if !resolved.pop() => return None,
                 Component::RootDir => resolved = PathBuf::from("/"),
                 _ => {}
             }
@@ -570,6 +566,8 @@ pub fn fuzz_one(name: &str, data: &[u8]) {
     }
 }
 
+/// One target: the input's bytes and the repository's root → `Err(broken property)`.
+pub type Target = fn(&[u8], &Path) -> Result<(), String>;
+
 /// The three targets by name, as `fuzz/fuzz_targets/` and `fuzz/corpus/` name them.
-pub const TARGETS: [(&str, fn(&[u8], &Path) -> Result<(), String>); 3] =
-    [("suite", suite), ("bundle", bundle), ("run_folder", run_folder)];
+pub const TARGETS: [(&str, Target); 3] = [("suite", suite), ("bundle", bundle), ("run_folder", run_folder)];
