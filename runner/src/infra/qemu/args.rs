@@ -176,11 +176,26 @@ pub const RUNNER_PREFIX: &str = "vmrepro.";
 /// all ([`super::state`]).
 pub fn kernel_cmdline(extra: Option<&str>) -> String {
     let mut s = String::from("console=ttyS0 panic=-1 rdinit=/init net.ifnames=0");
-    if let Some(e) = extra {
+    for e in extra.into_iter().chain(host_cmdline().as_deref()) {
         s.push(' ');
         s.push_str(e);
     }
     s
+}
+
+/// Environment variable with kernel parameters the host's user adds to every guest's
+/// command line, after the suite's: for breaking a guest's boot on purpose (the failure
+/// tests: `mem=24M`, `module_blacklist=virtio_console`) or debugging one by hand. It
+/// is read from the runner's own environment, never from a suite, a bundle or a run
+/// folder, so the suite checker's command-line rules (SECURITY.md) don't apply to it;
+/// it is part of the saved-state key like the rest of the line.
+pub const HOST_CMDLINE_ENV: &str = "VMREPRO_HOST_CMDLINE";
+
+/// [`HOST_CMDLINE_ENV`], trimmed; `None` when unset or blank.
+fn host_cmdline() -> Option<String> {
+    let v = std::env::var(HOST_CMDLINE_ENV).ok()?;
+    let v = v.trim();
+    (!v.is_empty()).then(|| v.to_string())
 }
 
 /// `qemu-cmdline.txt`'s line for `c`: `<qemu_binary()> <qemu_args(c)>`, shell-quoted,
