@@ -9,8 +9,11 @@
 
 use std::path::Path;
 
+use serde::Serialize;
+
 use super::nfs_read;
 use crate::measure::analysis::MeasurementResult;
+use crate::plan::measurement::SnapshotPolicy;
 use crate::plan::nfs_read::NfsPlan;
 
 /// The facts of a run's preset, from `plan.json` and `results.json`.
@@ -36,6 +39,15 @@ pub struct PresetSection {
     pub table: String,
     /// Paragraphs below the table.
     pub paragraphs: Vec<String>,
+}
+
+/// A preset's part of a snapshot (under its name in the snapshot file), one variant per
+/// built-in scenario.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum PresetSnapshot {
+    /// `nfs_read`'s facts (see [`nfs_read::snapshot`]).
+    NfsRead(nfs_read::snapshot::NormNfs),
 }
 
 /// One raw output file of an iteration, with its caption.
@@ -79,6 +91,16 @@ impl Preset<'_> {
     pub fn differences(&self, base: &str, cand: &str) -> Vec<String> {
         match self {
             Preset::NfsRead { plan, results } => nfs_read::report::differences(*plan, results, base, cand),
+        }
+    }
+
+    /// What a snapshot keeps of the preset's facts and of its measurement `m`, whose
+    /// verdicts are kept as `policy` says.
+    pub fn snapshot(&self, m: &MeasurementResult, policy: &SnapshotPolicy) -> PresetSnapshot {
+        match self {
+            Preset::NfsRead { results, .. } => {
+                PresetSnapshot::NfsRead(nfs_read::snapshot::normalise(results, m, policy))
+            }
         }
     }
 

@@ -20,6 +20,7 @@
 
 pub mod report;
 pub mod results;
+pub mod snapshot;
 
 use std::time::Duration;
 

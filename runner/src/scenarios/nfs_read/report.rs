@@ -2,7 +2,7 @@
 //! server and the clients' mounts, the mount differences between two clients, and the
 //! report-layout raw files (see [`crate::scenarios::Preset`]).
 
-use crate::path_io::{Folder, MAX_OUTPUT_BYTES};
+use crate::path_io::{FileError, Folder, PathIo, MAX_OUTPUT_BYTES};
 use std::path::Path;
 
 use super::results::NfsResults;
@@ -65,12 +65,17 @@ pub(crate) fn raw_output(dir: &Path, name: &str, vm: &str, iteration: u32) -> Op
     let file = format!("nfs/{vm}/read-{iteration}.txt");
     // Through the confined layer: the run folder is untrusted (no link followed, no
     // FIFO opened, the size capped; see SECURITY.md).
-    let folder = Folder::open(dir).ok()?;
-    folder.is_file(&file).then(|| RawOutput {
+    // One read: a file that isn't there is no raw output; one that can't be shown says why.
+    let text = match Folder::open(dir).ok()?.read_text(&file, MAX_OUTPUT_BYTES) {
+        Ok(text) => text,
+        Err(FileError::Io(PathIo { source, .. })) if source.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => format!("(not shown: {e})"),
+    };
+    Some(RawOutput {
         caption: format!(
             "{vm}, {name} repeat {iteration} ({file}): uname -r, GNU time, netstat -s and nfsstat after the read"
         ),
-        text: folder.read_text(&file, MAX_OUTPUT_BYTES).unwrap_or_default(),
+        text,
     })
 }
 
