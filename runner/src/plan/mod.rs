@@ -20,6 +20,7 @@ use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
 use crate::infra::images::kernel::KernelSource;
+use crate::schema::profile::ServerSettings;
 use crate::schema::{Accel, VmNetSpec};
 use measurement::{MeasurementPlan, RemoteObserver};
 use nfs_read::NfsPlan;
@@ -174,19 +175,15 @@ pub struct ProfilePlan {
     pub params: Option<ServerParams>,
 }
 
-/// An NFS server profile's parameters in force.
+/// An NFS server profile's parameters in force: its exports, and the declared
+/// parameters ([`crate::schema::profile`]), flattened into one map in `plan.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerParams {
     /// Exports.
     pub exports: Vec<Export>,
-    /// NFS versions served.
-    pub nfs_versions: Vec<String>,
-    /// nfsd threads.
-    pub threads: u32,
-    /// `max_block_size`, bytes (`None`: the kernel's).
-    pub block_size: Option<u64>,
-    /// UDP served as well as TCP.
-    pub udp: bool,
+    /// The declared parameters' values in force.
+    #[serde(flatten)]
+    pub settings: ServerSettings,
 }
 
 /// One NFS export in force.
@@ -199,18 +196,14 @@ pub struct Export {
 }
 
 impl ServerParams {
-    /// The environment the profile's script reads (see `images/profiles/*.sh`).
+    /// The environment the profile's script reads (see `images/profiles/*.sh`):
+    /// `VMREPRO_EXPORTS` (one `path options` line per export), then one variable per
+    /// declared parameter.
     pub fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            (
-                "VMREPRO_EXPORTS",
-                self.exports.iter().map(|e| format!("{} {}", e.path, e.options)).collect::<Vec<_>>().join("\n"),
-            ),
-            ("VMREPRO_NFS_VERSIONS", self.nfs_versions.join(" ")),
-            ("VMREPRO_NFSD_THREADS", self.threads.to_string()),
-            ("VMREPRO_BLOCK_SIZE", self.block_size.map(|b| b.to_string()).unwrap_or_default()),
-            ("VMREPRO_UDP", if self.udp { "yes" } else { "no" }.to_string()),
-        ]
+        let exports = self.exports.iter().map(|e| format!("{} {}", e.path, e.options)).collect::<Vec<_>>();
+        let mut env = vec![("VMREPRO_EXPORTS", exports.join("\n"))];
+        env.extend(self.settings.env());
+        env
     }
 }
 

@@ -13,6 +13,7 @@ pub mod locate;
 pub mod measure;
 pub mod nfs_read;
 pub mod package;
+pub mod profile;
 pub mod scan;
 pub mod text;
 
@@ -31,6 +32,7 @@ pub use load::{load_suite_with, LoadOptions, SpecError, SuiteFile};
 pub use measure::MeasureSpec;
 pub use nfs_read::NfsReadSpec;
 pub use package::DebianPackage;
+pub use profile::ProfileSpec;
 
 /// A whole suite file (`suites/*.yaml`).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
@@ -340,123 +342,6 @@ pub struct StepSpec {
     /// that is stable from run to run (e.g. `uname -r`).
     #[serde(default)]
     pub snapshot: bool,
-}
-
-/// A VM's `profile:`: a name (`profile: nfs-server-2.4.19`), or a name with parameters.
-/// Every parameter left out takes the profile's default from
-/// `images/profiles/<name>.yaml`; the values in force are recorded with the results.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct ProfileSpec {
-    /// The profile (`images/profiles/<name>.sh`).
-    pub name: String,
-    /// NFS exports (`/etc/exports` lines). A server profile needs one: from here, or
-    /// `nfs_read.export` when the VM is `nfs_read.server`.
-    pub exports: Option<Vec<ExportSpec>>,
-    /// NFS versions the server serves, e.g. `["3", "4.2"]`.
-    pub nfs_versions: Option<Vec<String>>,
-    /// nfsd threads.
-    pub threads: Option<u32>,
-    /// `/proc/fs/nfsd/max_block_size`, bytes (the largest rsize/wsize clients get).
-    pub block_size: Option<u64>,
-    /// Serve NFS over UDP as well as TCP.
-    pub udp: Option<bool>,
-}
-
-/// The map form of [`ProfileSpec`] (what `deny_unknown_fields` checks); its schema is
-/// the map alternative of [`ProfileSpec`]'s, so the fields' docs are the editor's
-/// descriptions.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(
-    rename = "ProfileParameters",
-    description = "A profile and its parameters; every parameter left out takes the profile's default from `images/profiles/<name>.yaml`."
-)]
-struct ProfileMap {
-    /// The profile (`images/profiles/<name>.sh`).
-    name: String,
-    /// NFS exports (`/etc/exports` lines); a server profile needs them here or from
-    /// `nfs_read.export`.
-    #[serde(default)]
-    exports: Option<Vec<ExportSpec>>,
-    /// NFS versions the server serves, e.g. `["3", "4.2"]`.
-    #[serde(default)]
-    nfs_versions: Option<Vec<String>>,
-    /// nfsd threads.
-    #[serde(default)]
-    threads: Option<u32>,
-    /// `/proc/fs/nfsd/max_block_size`, bytes.
-    #[serde(default)]
-    block_size: Option<u64>,
-    /// Serve NFS over UDP as well as TCP.
-    #[serde(default)]
-    udp: Option<bool>,
-}
-
-/// By hand, as the `Deserialize` impl: a profile name, or the map form
-/// (`ProfileMap`).
-impl JsonSchema for ProfileSpec {
-    fn schema_name() -> String {
-        "ProfileSpec".into()
-    }
-
-    fn json_schema(gen: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
-        use schemars::schema::{InstanceType, Schema, SchemaObject, SubschemaValidation};
-        let name = SchemaObject {
-            instance_type: Some(InstanceType::String.into()),
-            metadata: Some(Box::new(schemars::schema::Metadata {
-                description: Some(
-                    "A profile name (`images/profiles/<name>.sh`), every parameter at its default.".into(),
-                ),
-                ..Default::default()
-            })),
-            ..Default::default()
-        };
-        Schema::Object(SchemaObject {
-            subschemas: Some(Box::new(SubschemaValidation {
-                any_of: Some(vec![name.into(), gen.subschema_for::<ProfileMap>()]),
-                ..Default::default()
-            })),
-            ..Default::default()
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for ProfileSpec {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = ProfileSpec;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a profile name, or a map with `name` and the profile's parameters")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ProfileSpec, E> {
-                Ok(ProfileSpec { name: v.to_string(), ..ProfileSpec::default() })
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ProfileSpec, A::Error> {
-                let m = ProfileMap::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                Ok(ProfileSpec {
-                    name: m.name,
-                    exports: m.exports,
-                    nfs_versions: m.nfs_versions,
-                    threads: m.threads,
-                    block_size: m.block_size,
-                    udp: m.udp,
-                })
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// One NFS export of a server profile.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExportSpec {
-    /// The exported directory (absolute; created if missing).
-    pub path: String,
-    /// exports(5) options for every client (default: the profile's `export_options`).
-    #[serde(default)]
-    pub options: Option<String>,
 }
 
 /// A file copied into a guest (`files:`).

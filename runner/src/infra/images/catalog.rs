@@ -100,29 +100,9 @@ pub struct Catalog {
     pub profile_params: BTreeMap<String, ProfileParams>,
 }
 
-/// A server profile's parameters with their defaults (`images/profiles/<name>.yaml`).
-/// The runner hands every one to the profile's script as an environment variable
-/// (`VMREPRO_EXPORTS`, `VMREPRO_NFS_VERSIONS`, `VMREPRO_NFSD_THREADS`,
-/// `VMREPRO_BLOCK_SIZE`, `VMREPRO_UDP`); the values in force are recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProfileParams {
-    /// What the profile sets up, in a sentence.
-    pub description: String,
-    /// NFS versions served by default, e.g. `["3", "4.0", "4.1", "4.2"]`.
-    pub nfs_versions: Vec<String>,
-    /// The versions a suite may ask for (default: any of 2, 3, 4, 4.0, 4.1, 4.2).
-    #[serde(default)]
-    pub nfs_versions_allowed: Option<Vec<String>>,
-    /// nfsd threads.
-    pub threads: u32,
-    /// `/proc/fs/nfsd/max_block_size`, bytes; `None`: the kernel's.
-    pub block_size: Option<u64>,
-    /// Serve UDP as well as TCP.
-    pub udp: bool,
-    /// exports(5) options of an export that gives none.
-    pub export_options: String,
-}
+/// A server profile's parameters with their defaults (`images/profiles/<name>.yaml`),
+/// declared with the rest of the profile's parameters in [`crate::schema::profile`].
+pub use crate::schema::profile::ProfileDefaults as ProfileParams;
 
 /// mmdebstrap's `--variant`s.
 const MMDEBSTRAP_VARIANTS: &[&str] =

@@ -204,13 +204,7 @@ fn profile_plan(p: &ProfileSpec, catalog: &Catalog, suite: &SuiteSpec, vm: &str)
             let options = e.options.clone().unwrap_or_else(|| d.export_options.clone());
             exports.push(Export { path: e.path.clone(), options });
         }
-        ServerParams {
-            exports,
-            nfs_versions: p.nfs_versions.clone().unwrap_or_else(|| d.nfs_versions.clone()),
-            threads: p.threads.unwrap_or(d.threads),
-            block_size: p.block_size.or(d.block_size),
-            udp: p.udp.unwrap_or(d.udp),
-        }
+        ServerParams { exports, settings: p.params.over(&d.settings()) }
     });
     ProfilePlan { name: p.name.clone(), params }
 }

@@ -20,7 +20,7 @@ pub(super) fn check(errs: &mut Vec<ValidationError>, catalog: &Catalog, s: &Suit
     if !catalog.profiles.contains_key(&p.name) {
         let known = catalog.profiles.keys().cloned().collect::<Vec<_>>().join(", ");
         errs.push(ValidationError::Unknown {
-            key: if p.exports.is_some() || p.nfs_versions.is_some() { format!("{key}.name") } else { key },
+            key: if p.exports.is_some() || !p.params.given().is_empty() { format!("{key}.name") } else { key },
             what: "profile",
             value: p.name.clone(),
             hint: format!(" (known: {known})"),
@@ -31,14 +31,8 @@ pub(super) fn check(errs: &mut Vec<ValidationError>, catalog: &Catalog, s: &Suit
         errs.push(ValidationError::Rule { key, message })
     };
     let Some(defaults) = catalog.profile_params.get(&p.name) else {
-        let given = [
-            ("exports", p.exports.is_some()),
-            ("nfs_versions", p.nfs_versions.is_some()),
-            ("threads", p.threads.is_some()),
-            ("block_size", p.block_size.is_some()),
-            ("udp", p.udp.is_some()),
-        ];
-        if let Some((field, _)) = given.iter().find(|(_, g)| *g) {
+        let given = p.exports.as_ref().map(|_| "exports").into_iter().chain(p.params.given());
+        if let Some(field) = given.into_iter().next() {
             rule(errs, format!("{key}.{field}"), format!("profile {} takes no parameters", p.name));
         }
         return;
@@ -79,7 +73,7 @@ pub(super) fn check(errs: &mut Vec<ValidationError>, catalog: &Catalog, s: &Suit
             }
         }
     }
-    if let Some(vs) = &p.nfs_versions {
+    if let Some(vs) = &p.params.nfs_versions {
         let allowed: Vec<&str> = defaults
             .nfs_versions_allowed
             .as_ref()
@@ -111,10 +105,10 @@ pub(super) fn check(errs: &mut Vec<ValidationError>, catalog: &Catalog, s: &Suit
             );
         }
     }
-    if let Some(t) = p.threads {
+    if let Some(t) = p.params.threads {
         range(errs, &format!("{key}.threads"), t, &THREADS, " threads");
     }
-    if let Some(b) = p.block_size {
+    if let Some(b) = p.params.block_size.flatten() {
         range(errs, &format!("{key}.block_size"), b, &BLOCK_SIZE, " bytes");
         if BLOCK_SIZE.contains(&b) && b % 1024 != 0 {
             rule(errs, format!("{key}.block_size"), format!("{b} bytes is not a whole number of KiB"));
