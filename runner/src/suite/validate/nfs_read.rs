@@ -278,9 +278,9 @@ fn served(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catal
     let Some(vm) = s.vms.iter().find(|v| v.name == n.server) else { return };
     let Some(p) = &vm.profile else { return };
     let Some(defaults) = catalog.profile_params.get(&p.name) else { return };
-    let versions: Vec<&str> =
-        p.params.nfs_versions.as_ref().unwrap_or(&defaults.nfs_versions).iter().map(String::as_str).collect();
-    let udp = p.params.udp.unwrap_or(defaults.udp);
+    let in_force = p.params.over(&defaults.settings());
+    let versions: Vec<&str> = in_force.nfs_versions.iter().map(String::as_str).collect();
+    let udp = in_force.udp;
     let no_v2 = !super::profile::serves_nfsv2(vm);
     let serves = |v: &str| match v {
         "2" => versions.contains(&"2") && !no_v2,
