@@ -5,7 +5,8 @@
 pub const SUCCESS: i32 = 0;
 /// A step exited with an unexpected status, or a result check failed.
 pub const TEST_FAILURE: i32 = 1;
-/// The suite file (or the command line) is invalid; nothing was booted.
+/// The suite file, the images folder, a package index `images repin` read, or the
+/// command line is invalid; nothing was booted (nor written).
 pub const CONFIG_ERROR: i32 = 2;
 /// Images, network or VMs failed (didn't boot, agent never answered, QEMU died).
 pub const INFRASTRUCTURE: i32 = 3;

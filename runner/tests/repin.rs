@@ -172,3 +172,81 @@ fn a_bad_index_entry_is_refused_and_writes_nothing() {
     }
     assert!(seen >= 10, "only {seen} bad indexes");
 }
+
+/// Every kind of hostile *file* where a `file:` archive's index should be (made here: a
+/// link to a file outside, a linked folder on the way, a named pipe, a folder, an index
+/// over its compressed or text cap, a decompression bomb, a file that isn't xz) is
+/// refused as bad input without being followed, read past its cap or blocked on;
+/// `kernels.yaml` keeps its checksum, and the file a link points at is not named as read.
+#[test]
+fn a_hostile_index_file_is_refused_and_writes_nothing() {
+    use vmrepro::infra::images::index::{MAX_COMPRESSED_BYTES, MAX_INDEX_BYTES};
+    let sha = |p: &Path| {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(std::fs::read(p).unwrap()))
+    };
+    type Plant = fn(&Path, &Path);
+    let kinds: [(&str, Plant); 8] = [
+        ("index-is-a-link", |d, outside| {
+            // The link points at a valid index: following it would succeed.
+            std::fs::rename(d.join("Packages.xz"), outside.join("Packages.xz")).unwrap();
+            std::os::unix::fs::symlink(outside.join("Packages.xz"), d.join("Packages.xz")).unwrap();
+        }),
+        ("folder-on-the-way-is-a-link", |d, outside| {
+            let dists = d.parent().unwrap().parent().unwrap();
+            std::fs::rename(dists, outside.join("bookworm")).unwrap();
+            std::os::unix::fs::symlink(outside.join("bookworm"), dists).unwrap();
+        }),
+        ("index-is-a-named-pipe", |d, _| {
+            std::fs::remove_file(d.join("Packages.xz")).unwrap();
+            nix::unistd::mkfifo(&d.join("Packages.xz"), nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        }),
+        ("index-is-a-folder", |d, _| {
+            std::fs::remove_file(d.join("Packages.xz")).unwrap();
+            std::fs::create_dir(d.join("Packages.xz")).unwrap();
+        }),
+        ("compressed-index-too-large", |d, _| {
+            // Sparse: refused by its size before a byte is read.
+            std::fs::File::options()
+                .write(true)
+                .open(d.join("Packages.xz"))
+                .unwrap()
+                .set_len(MAX_COMPRESSED_BYTES + 1)
+                .unwrap();
+        }),
+        ("plain-index-too-large", |d, _| {
+            std::fs::remove_file(d.join("Packages.xz")).unwrap();
+            std::fs::File::create(d.join("Packages")).unwrap().set_len(MAX_INDEX_BYTES + 1).unwrap();
+        }),
+        ("decompression-bomb", |d, _| {
+            // 39 KiB of xz (`xz -1` of 257 MiB of newlines) that expands past the text cap.
+            let bomb =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad-indexes/decompression-bomb.Packages.xz");
+            std::fs::copy(bomb, d.join("Packages.xz")).unwrap();
+        }),
+        ("index-not-xz", |d, _| {
+            let plain =
+                std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/archive/bookworm.Packages"));
+            std::fs::write(d.join("Packages.xz"), plain.unwrap()).unwrap();
+        }),
+    ];
+    let mut shown = String::new();
+    for (name, plant) in kinds {
+        let s = setup();
+        let outside = s.images.parent().unwrap().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let d = s.images.parent().unwrap().join("debian/dists/bookworm/main/binary-amd64");
+        plant(&d, &outside);
+        let before = sha(&s.images.join("kernels.yaml"));
+        let (code, out) = repin(&s, &[]);
+        assert_eq!(code, vmrepro::exit::CONFIG_ERROR, "{name}: {out}");
+        assert!(out.contains("nothing was written"), "{name}: {out}");
+        assert!(!out.contains("read the index of bookworm"), "{name}: {out}");
+        assert_eq!(sha(&s.images.join("kernels.yaml")), before, "{name}: kernels.yaml changed");
+        let error = out.lines().find(|l| l.starts_with("error:")).unwrap_or_default().to_string();
+        shown.push_str(&format!("{name}:\n  {error}\n"));
+        let root = s.images.parent().unwrap().display().to_string();
+        shown = shown.replace(&root, "[archive]");
+    }
+    settings(&setup()).bind(|| insta::assert_snapshot!("repin__hostile_index_files", shown));
+}

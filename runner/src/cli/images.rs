@@ -9,10 +9,11 @@ use super::dispatch::load_or_exit;
 use crate::events::EventSink;
 use crate::exit;
 use crate::infra::images::gc::{self, GcPolicy, Outcome, Reason, Usage};
-use crate::infra::images::index::{fetch_packages, parse_packages};
+use crate::infra::images::index::{fetch_packages, parse_packages, IndexError};
 use crate::infra::images::kernel::KernelSource;
-use crate::infra::images::repin::{self, Decision, PinFields};
+use crate::infra::images::repin::{self, Decision, PinFields, MAX_MANIFEST_BYTES};
 use crate::infra::images::{debian, resolve_all, Cache, Catalog, DEFAULT_ROOTFS};
+use crate::path_io::Folder;
 
 /// The catalog for `images` (or found from the current folder), or the exit code.
 fn catalog(images: Option<&Path>) -> Result<Catalog, i32> {
@@ -208,22 +209,22 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
         catalog.kernels.iter().map(|k| &k.suite).chain(catalog.sources.iter().map(|s| &s.suite)).collect();
     let mut indexes = BTreeMap::new();
     for suite in &wanted {
-        let fetched = debian::archive_url_for_suite(suite).and_then(|url| {
-            let text = fetch_packages(&url, suite)?;
-            Ok((url, text))
-        });
-        match fetched {
-            Ok((url, text)) => {
+        let fetched = debian::archive_url_for_suite(suite)
+            .map_err(|e| IndexError::Fetch(e.to_string()))
+            .and_then(|archive| fetch_packages(&archive, suite))
+            .and_then(|index| {
                 let kept = |p: &str| p.starts_with("linux-image-") || p.starts_with("linux-source-");
-                let entries = match parse_packages(&text, suite, &kept) {
-                    Ok(e) => e,
-                    Err(why) => {
-                        errln!("error: the index of {suite} from {url}: {why}; nothing was written");
-                        return exit::CONFIG_ERROR;
-                    }
-                };
+                Ok((parse_packages(&index.text, &index.url, suite, &kept)?, index.url))
+            });
+        match fetched {
+            Ok((entries, url)) => {
                 errln!("read the index of {suite} from {url}: {} kernel packages", entries.len());
                 indexes.insert(suite.clone(), entries);
+            }
+            // A bad index is refused whichever suite it is of.
+            Err(e @ IndexError::Bad { .. }) => {
+                errln!("error: the index of {suite}: {e}; nothing was written");
+                return exit::CONFIG_ERROR;
             }
             // A pin's own suite must be readable; the extra security suite may not exist.
             Err(e) if own.contains(&suite) => {
@@ -261,10 +262,13 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
     } else if dry_run {
         outln!("dry run: {} not written", manifest.display());
     } else {
-        let text = match std::fs::read_to_string(&manifest) {
+        // The images folder is untrusted too: kernels.yaml is read and replaced through
+        // a Folder (no link followed, bounded, written as a temp file then renamed).
+        let read = Folder::open(&catalog.dir).and_then(|f| Ok((f.read_text("kernels.yaml", MAX_MANIFEST_BYTES)?, f)));
+        let (text, folder) = match read {
             Ok(t) => t,
             Err(e) => {
-                errln!("error: reading {}: {e}", manifest.display());
+                errln!("error: {e}");
                 return exit::CONFIG_ERROR;
             }
         };
@@ -276,9 +280,8 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
                 return exit::CONFIG_ERROR;
             }
         };
-        let tmp = manifest.with_extension("yaml.tmp");
-        if let Err(e) = std::fs::write(&tmp, new_text).and_then(|()| std::fs::rename(&tmp, &manifest)) {
-            errln!("error: writing {}: {e}", manifest.display());
+        if let Err(e) = folder.write("kernels.yaml", new_text.as_bytes(), 0o644) {
+            errln!("error: {e}");
             return exit::INFRASTRUCTURE;
         }
         outln!("wrote {} ({} pin(s) changed, pinned_on: {today})", manifest.display(), changes.len());

@@ -164,32 +164,6 @@ impl RootfsRecipe {
     }
 }
 
-/// What is wrong with a pinned package's fields, or `None`: its archive path is
-/// fetched from the Debian mirror and its SHA-256 names a cache folder, so the path must
-/// be a `pool/…/*.deb` path without `..` and the SHA-256 64 lowercase hex digits.
-pub(crate) fn pin_problem(package: &str, suite: &str, filename: &str, size: u64, sha256: &str) -> Option<String> {
-    if !is_debian_name(package) {
-        return Some(format!("package: {package:?} is not a Debian package name"));
-    }
-    if !is_debian_name(suite) {
-        return Some(format!("suite: {suite:?} is not a Debian suite name"));
-    }
-    let path_ok = filename.starts_with("pool/")
-        && filename.ends_with(".deb")
-        && filename.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
-        && filename.chars().all(|c| c.is_ascii_alphanumeric() || "._+~/-:".contains(c));
-    if !path_ok {
-        return Some(format!("filename: {filename:?} is not an archive path pool/…/<name>.deb"));
-    }
-    if size == 0 || size > 4 << 30 {
-        return Some(format!("size: {size} is out of range (1 byte to 4 GiB)"));
-    }
-    if sha256.len() != 64 || !sha256.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)) {
-        return Some(format!("sha256: {sha256:?} is not 64 lowercase hex digits"));
-    }
-    None
-}
-
 /// The default rootfs recipe name.
 pub const DEFAULT_ROOTFS: &str = "bookworm-nfs";
 /// The default Debian kernel flavour.
@@ -264,11 +238,13 @@ impl Catalog {
                 return Err(ImageError::Recipe { path: rdir.join(format!("{name}.yaml")), message });
             }
         }
-        let pins = manifest.kernels.iter().map(|k| (&k.package, &k.suite, &k.filename, k.size, &k.sha256));
-        let sources = manifest.sources.iter().map(|k| (&k.package, &k.suite, &k.filename, k.size, &k.sha256));
-        for (i, (package, suite, filename, size, sha256)) in pins.chain(sources).enumerate() {
-            if let Some(message) = pin_problem(package, suite, filename, size, sha256) {
-                return Err(ImageError::Recipe { path: kpath.clone(), message: format!("entry {}: {message}", i + 1) });
+        let pins = manifest.kernels.iter().map(|k| (&k.package, &k.suite, &k.version, &k.filename, k.size, &k.sha256));
+        let sources =
+            manifest.sources.iter().map(|k| (&k.package, &k.suite, &k.version, &k.filename, k.size, &k.sha256));
+        for (i, (package, suite, version, filename, size, sha256)) in pins.chain(sources).enumerate() {
+            if let Some((field, why)) = super::pin::pin_problem(package, suite, version, filename, size, sha256) {
+                let message = format!("entry {}: {}: {why}", i + 1, field.key());
+                return Err(ImageError::Recipe { path: kpath.clone(), message });
             }
         }
         Ok(Catalog {

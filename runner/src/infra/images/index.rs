@@ -9,8 +9,22 @@
 
 use std::cmp::Ordering;
 use std::io::Read;
+use std::path::Path;
 
-use super::ImageError;
+use crate::path_io::{FileError, Folder, PathIo};
+
+use super::pin::{pin_problem, PinField};
+
+/// The cap on a compressed index (`Packages.xz`) as fetched, bytes (64 MiB; bookworm's
+/// `main/binary-amd64/Packages.xz` is about 9 MiB).
+pub const MAX_COMPRESSED_BYTES: u64 = 64 << 20;
+/// The cap on an index's text (an uncompressed `Packages`, or what a `Packages.xz`
+/// decompresses to), bytes (256 MiB; bookworm's is about 45 MiB).
+pub const MAX_INDEX_BYTES: u64 = 256 << 20;
+/// The memory the xz decoder may use, bytes (128 MiB; decoding `xz -9` output needs
+/// 65 MiB, `xz -6` 9 MiB). An xz file declares its dictionary size, so without a cap
+/// a few bytes could ask for gigabytes.
+pub const XZ_MEMORY_LIMIT: u64 = 128 << 20;
 
 /// One package of an index (only the fields a pin needs).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,105 +43,282 @@ pub struct IndexEntry {
     pub sha256: String,
 }
 
-/// Parses the text of a `Packages` index of `suite`, keeping the stanzas whose package
-/// name `keep` accepts and that have every field a pin needs.
+/// Why an index could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// It could not be fetched: not found, an HTTP or network error, a local read
+    /// failure (an infrastructure failure; exit code 3).
+    #[error("{0}")]
+    Fetch(String),
+    /// It is bad input: too large, not xz, not UTF-8, not deb822, or an entry that is
+    /// not a valid pin (exit code 2). `index` is the URL of the file read; `line` the
+    /// 1-based line of the text, where there is one.
+    #[error("{index}{}: {message}", line.map(|l| format!(", line {l}")).unwrap_or_default())]
+    Bad {
+        /// The URL of the index file (`…/Packages.xz`).
+        index: String,
+        /// The line of its text.
+        line: Option<usize>,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// An index as read: the URL of the file and its text.
+#[derive(Debug, Clone)]
+pub struct IndexText {
+    /// The URL of the file read (`…/dists/<suite>/main/binary-amd64/Packages.xz`).
+    pub url: String,
+    /// Its text (decompressed).
+    pub text: String,
+}
+
+/// One field of a stanza: name, first-line value (trimmed), line, and whether
+/// continuation lines follow.
+struct Field<'a> {
+    name: &'a str,
+    value: &'a str,
+    line: usize,
+    continued: bool,
+}
+
+/// The fields a kept stanza must have, besides `Package`.
+const NEEDED: [PinField; 4] = [PinField::Version, PinField::Filename, PinField::Size, PinField::Sha256];
+
+/// Parses the text of the `Packages` index `index` (its URL, for messages) of `suite`:
+/// deb822 stanzas (Debian Policy §5.1: `Name: value` fields, continuation lines
+/// starting with a space or tab, stanzas separated by blank lines), keeping the entries
+/// whose package name `keep` accepts.
 ///
-/// Errors: an index is untrusted input (a mirror, a `file:` copy), and what it says
-/// goes into `images/kernels.yaml`, so every kept entry is checked as a pin is
-/// (package name, `pool/…/*.deb` path without `..` or URL, size 1 byte to 4 GiB, 64
-/// hex digits, and a Debian version): the first that fails is the error, naming the
-/// package, its version and the field.
-pub fn parse_packages(text: &str, suite: &str, keep: &dyn Fn(&str) -> bool) -> Result<Vec<IndexEntry>, String> {
+/// Errors: [`IndexError::Bad`] with the line, for the first of: a line that is neither
+/// a field nor a continuation, a field name outside the deb822 grammar, a field twice
+/// in a stanza, a stanza without `Package`; and, in a kept stanza, a missing or
+/// multi-line `Version`, `Filename`, `Size` or `SHA256`, or a value that is not a valid
+/// pin ([`pin_problem`]; `SHA256` may be upper-case hex). An index is untrusted input
+/// and what it says goes into `images/kernels.yaml`, so nothing of it is used unless
+/// all of it passes.
+pub fn parse_packages(
+    text: &str,
+    index: &str,
+    suite: &str,
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<Vec<IndexEntry>, IndexError> {
+    let bad = |line: usize, message: String| IndexError::Bad { index: index.to_string(), line: Some(line), message };
     let mut out = Vec::new();
-    for stanza in text.split("\n\n") {
-        let field = |name: &str| {
-            stanza.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(':')).map(str::trim))
-        };
-        let Some(package) = field("Package") else { continue };
-        if !keep(package) {
+    let mut fields: Vec<Field> = Vec::new();
+    // The text ends with a blank line, so that the last stanza is taken too.
+    for (i, line) in text.split('\n').chain(std::iter::once("")).enumerate() {
+        let n = i + 1;
+        if line.trim().is_empty() {
+            if !fields.is_empty() {
+                if let Some(e) = stanza(&fields, suite, keep).map_err(|(l, m)| bad(l, m))? {
+                    out.push(e);
+                }
+                fields.clear();
+            }
             continue;
         }
-        let (Some(version), Some(filename), Some(size), Some(sha256)) =
-            (field("Version"), field("Filename"), field("Size").and_then(|s| s.parse().ok()), field("SHA256"))
-        else {
+        if line.starts_with([' ', '\t']) {
+            match fields.last_mut() {
+                Some(f) => f.continued = true,
+                None => return Err(bad(n, "a continuation line (starting with a space) before any field".into())),
+            }
             continue;
-        };
-        let e = IndexEntry {
-            suite: suite.to_string(),
-            package: package.to_string(),
-            version: version.to_string(),
-            filename: filename.to_string(),
-            size,
-            sha256: sha256.to_lowercase(),
-        };
-        let problem = super::catalog::pin_problem(&e.package, suite, &e.filename, e.size, &e.sha256)
-            .or_else(|| version_problem(&e.version));
-        if let Some(why) = problem {
-            let shown = |s: &str| crate::schema::text::shown(s, 80);
-            return Err(format!("the entry of {} {}: {why}", shown(&e.package), shown(&e.version)));
         }
-        out.push(e);
+        let Some((name, value)) = line.split_once(':') else {
+            return Err(bad(n, format!("{} is neither a field (Name: value) nor a continuation line", shown(line))));
+        };
+        if !is_field_name(name) {
+            return Err(bad(n, format!("{} is not a deb822 field name", shown(name))));
+        }
+        if let Some(first) = fields.iter().find(|f| f.name.eq_ignore_ascii_case(name)) {
+            return Err(bad(n, format!("{name} appears twice in one stanza (first at line {})", first.line)));
+        }
+        fields.push(Field { name, value: value.trim(), line: n, continued: false });
     }
     Ok(out)
 }
 
-/// What is wrong with Debian version `v` (`[epoch:]upstream[-revision]`: digits first,
-/// then letters, digits and `. + ~ - :`; Debian Policy §5.6.12), or `None`.
-fn version_problem(v: &str) -> Option<String> {
-    let ok = v.len() <= 128
-        && v.starts_with(|c: char| c.is_ascii_digit())
-        && v.chars().all(|c| c.is_ascii_alphanumeric() || ".+~-:".contains(c));
-    (!ok).then(|| format!("version: {v:?} is not a Debian version"))
+/// `s` as an error shows it (quoted, controls escaped, cut at 80 characters).
+fn shown(s: &str) -> String {
+    crate::schema::text::shown(s, 80)
+}
+
+/// A deb822 field name: US-ASCII without controls, space and `:`, not starting with
+/// `#` or `-` (Debian Policy §5.1).
+fn is_field_name(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with(['#', '-']) && name.bytes().all(|b| (b'!'..=b'~').contains(&b) && b != b':')
+}
+
+/// The entry of one stanza, `None` when `keep` doesn't want it; or the line and the
+/// message of what is wrong.
+fn stanza(fields: &[Field], suite: &str, keep: &dyn Fn(&str) -> bool) -> Result<Option<IndexEntry>, (usize, String)> {
+    let get = |name: &str| fields.iter().find(|f| f.name.eq_ignore_ascii_case(name));
+    let start = fields[0].line;
+    let Some(package) = get("Package") else {
+        return Err((start, "this stanza has no Package field".into()));
+    };
+    if !keep(package.value) {
+        return Ok(None);
+    }
+    let of = format!("the stanza of {} (line {start})", shown(package.value));
+    let mut values = Vec::new();
+    for f in std::iter::once(PinField::Package).chain(NEEDED) {
+        let name = f.index_field();
+        let Some(field) = get(name) else {
+            return Err((start, format!("{of} has no {name} field")));
+        };
+        if field.continued {
+            return Err((field.line, format!("{name} of {of} spans more than one line")));
+        }
+        values.push(field);
+    }
+    let (version, filename, size, sha256) = (values[1].value, values[2].value, values[3], values[4].value);
+    let line_of = |f: PinField| match f {
+        PinField::Version => values[1].line,
+        PinField::Filename => values[2].line,
+        PinField::Size => values[3].line,
+        PinField::Sha256 => values[4].line,
+        PinField::Package | PinField::Suite => values[0].line,
+    };
+    let bytes = match size.value.parse::<u64>() {
+        Ok(b) if size.value.bytes().all(|c| c.is_ascii_digit()) => b,
+        _ => return Err((size.line, format!("Size of {of}: {} is not a number of bytes", shown(size.value)))),
+    };
+    let sha256 = sha256.to_ascii_lowercase();
+    if let Some((field, why)) = pin_problem(package.value, suite, version, filename, bytes, &sha256) {
+        return Err((line_of(field), format!("{} of {of}: {why}", field.index_field())));
+    }
+    Ok(Some(IndexEntry {
+        suite: suite.to_string(),
+        package: package.value.to_string(),
+        version: version.to_string(),
+        filename: filename.to_string(),
+        size: bytes,
+        sha256,
+    }))
 }
 
 /// Reads the `main/binary-amd64` index of `suite` from `archive` (an `http(s)://` or
-/// `file:` URL): `Packages.xz`, else `Packages`.
+/// `file:` URL): `Packages.xz`, else `Packages`. Every read is bounded: at most
+/// [`MAX_COMPRESSED_BYTES`] fetched for the `.xz`, at most [`MAX_INDEX_BYTES`] of text
+/// (fetched, or decompressed with at most [`XZ_MEMORY_LIMIT`] of decoder memory). A
+/// `file:` archive (its folder named by the user) is read through a [`Folder`]: no
+/// link below it is followed, only a regular file is read (a named pipe or device is
+/// refused before it is opened).
 ///
-/// Errors: [`ImageError::Fetch`] naming the URL (not found, HTTP error, not xz).
-pub fn fetch_packages(archive: &str, suite: &str) -> Result<String, ImageError> {
-    let base = format!("{}/dists/{suite}/main/binary-amd64/Packages", archive.trim_end_matches('/'));
+/// Errors: [`IndexError::Fetch`] (not found, HTTP or network error), naming the URL;
+/// [`IndexError::Bad`] when the file is too large, a link or not a regular file, not
+/// xz, or not UTF-8.
+pub fn fetch_packages(archive: &str, suite: &str) -> Result<IndexText, IndexError> {
+    let rel = format!("dists/{suite}/main/binary-amd64/Packages");
+    let base = format!("{}/{rel}", archive.trim_end_matches('/'));
     let xz_url = format!("{base}.xz");
-    match get(&xz_url) {
+    match get(archive, &format!("{rel}.xz"), MAX_COMPRESSED_BYTES) {
         Ok(bytes) => {
-            let mut text = String::new();
-            xz2::read::XzDecoder::new(&bytes[..])
-                .read_to_string(&mut text)
-                .map_err(|e| ImageError::Fetch(format!("{xz_url}: not an xz-compressed index: {e}")))?;
-            Ok(text)
+            let text = decompress_xz(&bytes, MAX_INDEX_BYTES, XZ_MEMORY_LIMIT).map_err(|message| IndexError::Bad {
+                index: xz_url.clone(),
+                line: None,
+                message,
+            })?;
+            Ok(IndexText { text: utf8(text, &xz_url)?, url: xz_url })
         }
-        Err(Get::NotFound) => match get(&base) {
-            Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(Get::NotFound) => match get(archive, &rel, MAX_INDEX_BYTES) {
+            Ok(bytes) => Ok(IndexText { text: utf8(bytes, &base)?, url: base }),
             Err(Get::NotFound) => {
-                Err(ImageError::Fetch(format!("{xz_url}: not found (nor {base}): is {suite} a suite of this archive?")))
+                Err(IndexError::Fetch(format!("{xz_url}: not found (nor {base}): is {suite} a suite of this archive?")))
             }
-            Err(Get::Failed(e)) => Err(ImageError::Fetch(e)),
+            Err(Get::Failed(e)) => Err(e),
         },
-        Err(Get::Failed(e)) => Err(ImageError::Fetch(e)),
+        Err(Get::Failed(e)) => Err(e),
+    }
+}
+
+/// The text of `bytes`, which must be UTF-8 (as Debian's indexes are).
+fn utf8(bytes: Vec<u8>, url: &str) -> Result<String, IndexError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        IndexError::Bad { index: url.to_string(), line: Some(line), message: "the text is not UTF-8".into() }
+    })
+}
+
+/// Decompresses the xz data `bytes` to at most `limit` bytes, the decoder using at
+/// most `memory` bytes.
+///
+/// Errors: in words: over `limit`, over `memory`, or not xz.
+pub fn decompress_xz(bytes: &[u8], limit: u64, memory: u64) -> Result<Vec<u8>, String> {
+    let stream = xz2::stream::Stream::new_stream_decoder(memory, 0).map_err(|e| format!("xz decoder: {e}"))?;
+    let mut out = Vec::new();
+    let read = xz2::read::XzDecoder::new_stream(bytes, stream).take(limit.saturating_add(1)).read_to_end(&mut out);
+    match read {
+        Ok(_) if out.len() as u64 > limit => Err(format!("it decompresses to more than {}", in_bytes(limit))),
+        Ok(_) => Ok(out),
+        Err(e)
+            if e.get_ref().and_then(|i| i.downcast_ref::<xz2::stream::Error>())
+                == Some(&xz2::stream::Error::MemLimit) =>
+        {
+            Err(format!("decompressing it needs more than {} of memory", in_bytes(memory)))
+        }
+        Err(e) => Err(format!("not an xz-compressed index: {e}")),
+    }
+}
+
+/// `n` bytes in words: `1048576 bytes (1 MiB)`, or `100 bytes` below a MiB.
+fn in_bytes(n: u64) -> String {
+    if n >= 1 << 20 {
+        format!("{n} bytes ({} MiB)", n >> 20)
+    } else {
+        format!("{n} bytes")
     }
 }
 
 enum Get {
     NotFound,
-    Failed(String),
+    Failed(IndexError),
 }
 
-/// The bytes at `url` (`file:` URLs read from disk).
-fn get(url: &str) -> Result<Vec<u8>, Get> {
-    if let Some(path) = url.strip_prefix("file://").or_else(|| url.strip_prefix("file:")) {
-        return match std::fs::read(path) {
+/// At most `limit` bytes of `rel` below `archive` (an `http(s)://` or `file:` URL).
+fn get(archive: &str, rel: &str, limit: u64) -> Result<Vec<u8>, Get> {
+    let url = format!("{}/{rel}", archive.trim_end_matches('/'));
+    let bad = |message: String| Get::Failed(IndexError::Bad { index: url.clone(), line: None, message });
+    if let Some(root) = archive.strip_prefix("file://").or_else(|| archive.strip_prefix("file:")) {
+        let folder = match Folder::open(Path::new(root)) {
+            Ok(f) => f,
+            Err(FileError::Io(PathIo { source, .. })) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Get::NotFound)
+            }
+            Err(e) => return Err(Get::Failed(IndexError::Fetch(e.to_string()))),
+        };
+        return match folder.read(rel, limit) {
             Ok(b) => Ok(b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Get::NotFound),
-            Err(e) => Err(Get::Failed(format!("{url}: {e}"))),
+            Err(FileError::Io(PathIo { source, .. })) if source.kind() == std::io::ErrorKind::NotFound => {
+                Err(Get::NotFound)
+            }
+            Err(e @ FileError::Io(_)) => Err(Get::Failed(IndexError::Fetch(e.to_string()))),
+            Err(FileError::TooLarge { limit, .. }) => Err(bad(format!("it is larger than {}", in_bytes(limit)))),
+            Err(FileError::NotRegular { kind, .. }) => Err(bad(format!("it is {kind}, not a regular file"))),
+            Err(e) => Err(bad(e.to_string())),
         };
     }
-    match ureq::get(url).timeout(std::time::Duration::from_secs(300)).call() {
+    match ureq::get(&url).timeout(std::time::Duration::from_secs(300)).call() {
         Ok(resp) => {
+            let too_large = || format!("it is larger than {}", in_bytes(limit));
+            if resp.header("Content-Length").and_then(|l| l.parse::<u64>().ok()).is_some_and(|l| l > limit) {
+                return Err(bad(too_large()));
+            }
             let mut bytes = Vec::new();
-            resp.into_reader().read_to_end(&mut bytes).map_err(|e| Get::Failed(format!("{url}: {e}")))?;
+            resp.into_reader()
+                .take(limit.saturating_add(1))
+                .read_to_end(&mut bytes)
+                .map_err(|e| Get::Failed(IndexError::Fetch(format!("{url}: {e}"))))?;
+            if bytes.len() as u64 > limit {
+                return Err(bad(too_large()));
+            }
             Ok(bytes)
         }
         Err(ureq::Error::Status(404, _)) => Err(Get::NotFound),
-        Err(e) => Err(Get::Failed(format!("{url}: {e}"))),
+        Err(e) => Err(Get::Failed(IndexError::Fetch(format!("{url}: {e}")))),
     }
 }
 
@@ -235,8 +426,8 @@ mod tests {
     #[test]
     fn index_stanzas_keep_what_a_pin_needs() {
         let sha = "EFE1".repeat(16);
-        let text = &format!("Package: linux-image-6.1.0-50-cloud-amd64\nSource: linux-signed-amd64 (6.1.176+1)\nVersion: 6.1.176-1\nFilename: pool/main/l/linux-signed-amd64/x.deb\nSize: 26484304\nSHA256: {sha}\nDescription: Linux 6.1\n multi-line\n\nPackage: hello\nVersion: 1\nFilename: pool/h.deb\nSize: 1\nSHA256: aa\n\nPackage: linux-image-broken\nVersion: 1\n");
-        let got = parse_packages(text, "bookworm", &|p| p.starts_with("linux-image-")).unwrap();
+        let text = &format!("Package: linux-image-6.1.0-50-cloud-amd64\nSource: linux-signed-amd64 (6.1.176+1)\nVersion: 6.1.176-1\nFilename: pool/main/l/linux-signed-amd64/x.deb\nSize: 26484304\nSHA256: {sha}\nDescription: Linux 6.1\n multi-line\n .\n\n \t\nPackage: hello\nVersion: 1\nFilename: ../h.deb\nSize: 0\nSHA256: aa\n");
+        let got = parse_packages(text, "I", "bookworm", &|p| p.starts_with("linux-image-")).unwrap();
         assert_eq!(
             got,
             vec![IndexEntry {
@@ -246,7 +437,57 @@ mod tests {
                 filename: "pool/main/l/linux-signed-amd64/x.deb".into(),
                 size: 26484304,
                 sha256: "efe1".repeat(16),
-            }]
+            }],
+            "a stanza not kept is not checked past its structure"
         );
+    }
+
+    #[test]
+    fn a_broken_stanza_is_refused_with_its_line_and_field() {
+        let sha = "a".repeat(64);
+        let good = format!("Package: linux-image-1\nVersion: 1-1\nFilename: pool/x.deb\nSize: 10\nSHA256: {sha}\n");
+        let err = |text: &str| match parse_packages(text, "I", "bookworm", &|p| p.starts_with("linux-")) {
+            Err(IndexError::Bad { line, message, .. }) => (line.unwrap_or(0), message),
+            other => panic!("{other:?}"),
+        };
+        let (line, m) = err(&format!("{good}\n{}", good.replace("Size: 10", "Size: 1e3")));
+        assert_eq!(line, 10, "{m}");
+        assert!(m.starts_with("Size of the stanza of \"linux-image-1\" (line 7): \"1e3\" is not a number"), "{m}");
+        let (line, m) = err(&good.replace("Size: 10\n", ""));
+        assert_eq!((line, m.as_str()), (1, "the stanza of \"linux-image-1\" (line 1) has no Size field"));
+        let (line, m) = err(&format!("{good}SHA256: {sha}\n"));
+        assert_eq!((line, m.as_str()), (6, "SHA256 appears twice in one stanza (first at line 5)"));
+        let (line, m) = err(&good.replace("Filename: pool/x.deb\n", "Filename: pool/x.deb\n ../../y.deb\n"));
+        assert_eq!(line, 3, "{m}");
+        assert!(m.contains("spans more than one line"), "{m}");
+        let (line, m) = err(&format!("garbage\n{good}"));
+        assert_eq!(line, 1, "{m}");
+        let (line, m) = err(&format!(" cont\n{good}"));
+        assert_eq!(line, 1, "{m}");
+        let (line, m) = err(&format!("Version: 1\n\n{good}"));
+        assert_eq!((line, m.as_str()), (1, "this stanza has no Package field"));
+        let (line, m) = err(&format!("{good}\n{}", good.replace("Version: 1-1", "Version: 1:")));
+        assert_eq!(line, 8, "{m}");
+        assert!(m.starts_with("Version of"), "{m}");
+        // Field names are case-insensitive (deb822), and a hex digest may be upper case.
+        let upper = good.replace("SHA256: ", "sha256: ").replace(&sha, &sha.to_uppercase());
+        assert_eq!(parse_packages(&upper, "I", "bookworm", &|_| true).unwrap()[0].sha256, sha);
+    }
+
+    #[test]
+    fn xz_is_decompressed_within_its_caps() {
+        let text = "Package: x\n".repeat(1000);
+        let mut enc = xz2::write::XzEncoder::new(Vec::new(), 6);
+        std::io::Write::write_all(&mut enc, text.as_bytes()).unwrap();
+        let xz = enc.finish().unwrap();
+        assert_eq!(decompress_xz(&xz, 11_000, XZ_MEMORY_LIMIT).unwrap(), text.as_bytes());
+        let over = decompress_xz(&xz, 10_999, XZ_MEMORY_LIMIT).unwrap_err();
+        assert_eq!(over, "it decompresses to more than 10999 bytes");
+        // `xz -6` declares an 8 MiB dictionary: a decoder allowed 1 MiB stops before.
+        let mem = decompress_xz(&xz, 11_000, 1 << 20).unwrap_err();
+        assert_eq!(mem, "decompressing it needs more than 1048576 bytes (1 MiB) of memory");
+        assert!(decompress_xz(b"Package: x\n", 100, XZ_MEMORY_LIMIT)
+            .unwrap_err()
+            .starts_with("not an xz-compressed index"));
     }
 }

@@ -19,6 +19,7 @@ pub mod index;
 pub mod initramfs;
 pub mod kernel;
 pub mod modules;
+pub mod pin;
 pub mod repin;
 pub mod resolve;
 pub mod rootfs;

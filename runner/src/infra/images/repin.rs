@@ -21,6 +21,10 @@ use std::collections::BTreeMap;
 use super::index::{compare_versions, IndexEntry};
 use super::{ImageError, PinnedKernel, PinnedSource};
 
+/// The cap on `images/kernels.yaml` when repin reads it to rewrite it, bytes (1 MiB;
+/// the project's is about 4 KiB).
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
 /// Which entry of `images/kernels.yaml` a pin is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PinRef {
