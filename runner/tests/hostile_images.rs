@@ -255,7 +255,7 @@ fn hostile_images_folders_are_refused_and_nothing_outside_is_read() {
             "{ path: bzImage }".to_string(),
             Box::new(|p: &Path| {
                 let f = std::fs::File::create(p.join("suites/bzImage")).unwrap();
-                f.set_len(vmrepro::suite::validate::MAX_KERNEL_IMAGE_BYTES + 1).unwrap();
+                f.set_len(vmrepro::suite::validate::kernel::MAX_KERNEL_IMAGE_BYTES + 1).unwrap();
             }),
         ),
     ];
