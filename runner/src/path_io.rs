@@ -7,8 +7,9 @@
 //! (Linux 5.6 and later) with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`: no symbolic link
 //! is followed, on the way or at the end, and nothing resolves outside the folder.
 //! Reads open the file as `O_PATH` first and refuse anything but a regular file before
-//! the real open (so a named pipe or device never blocks or is read), and stop at a size
-//! cap ("FILE is larger than N bytes"). Writes create a temp file exclusively
+//! the real open (so a named pipe or device never blocks or is read), refuse a file with
+//! more than one hard link (a hard link to a host file would carry it in with no
+//! symbolic link on the way), and stop at a size cap ("FILE is larger than N bytes"). Writes create a temp file exclusively
 //! (`O_CREAT | O_EXCL`) inside the folder, then rename it over the name: a link at the
 //! name is replaced, never followed.
 
@@ -66,6 +67,16 @@ pub enum FileError {
         path: PathBuf,
         /// What it is (`"a named pipe"`).
         kind: &'static str,
+    },
+    /// The regular file has more than one hard link: it may be a host file's other name.
+    #[error("{} has {links} hard links; files read from {} must have one (a hard link can be another name of a host file)", path.display(), folder.display())]
+    HardLink {
+        /// The file.
+        path: PathBuf,
+        /// The folder.
+        folder: PathBuf,
+        /// Its link count (`st_nlink`).
+        links: u64,
     },
     /// The file is over the cap of what reads it.
     #[error("{} is larger than {limit} bytes", path.display())]
@@ -176,6 +187,11 @@ impl Folder {
         Ok(Folder { fd: f.into(), path: path.to_path_buf() })
     }
 
+    /// The folder's path, as it was opened (for messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// `rel` under the folder's path, for messages.
     pub fn display(&self, rel: &str) -> PathBuf {
         self.path.join(rel)
@@ -255,10 +271,10 @@ impl Folder {
     }
 
     /// Opens the regular file `rel` for reading, checked before the open that could
-    /// block; with its size.
+    /// block; with its size. A file with more than one hard link is refused.
     ///
-    /// Errors: [`FileError::Link`], [`FileError::NotRegular`], [`FileError::Outside`],
-    /// [`FileError::Io`].
+    /// Errors: [`FileError::Link`], [`FileError::NotRegular`], [`FileError::HardLink`],
+    /// [`FileError::Outside`], [`FileError::Io`].
     pub fn open_file(&self, rel: &str) -> Result<(File, u64), FileError> {
         match self.kind(rel)? {
             Some(Kind::File(_)) => {}
@@ -280,6 +296,13 @@ impl Folder {
         let meta = file.metadata().map_err(PathIo::on("reading", &self.display(rel)))?;
         if !meta.is_file() {
             return Err(FileError::NotRegular { path: self.display(rel), kind: kind_of(meta.mode()) });
+        }
+        if meta.nlink() > 1 {
+            return Err(FileError::HardLink {
+                path: self.display(rel),
+                folder: self.path.clone(),
+                links: meta.nlink(),
+            });
         }
         Ok((file, meta.len()))
     }
@@ -414,6 +437,43 @@ impl Folder {
         )
     }
 
+    /// The names in this folder itself (not `.` and `..`), unsorted.
+    fn names(&self) -> Result<Vec<String>, FileError> {
+        let listing = nix::dir::Dir::from_fd(
+            nix::fcntl::openat(
+                Some(self.fd.as_raw_fd()),
+                ".",
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| PathIo { what: "listing", path: self.path.clone(), source: e.into() })?,
+        )
+        .map_err(|e| PathIo { what: "listing", path: self.path.clone(), source: e.into() })?;
+        let mut names = Vec::new();
+        for e in listing {
+            let e = e.map_err(|e| PathIo { what: "listing", path: self.path.clone(), source: e.into() })?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name != "." && name != ".." {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+
+    /// The entries of this folder itself (not below), as names with their [`Kind`],
+    /// sorted; links are listed (as [`Kind::Other`]), never followed.
+    ///
+    /// Errors: the folder can't be listed.
+    pub fn list(&self) -> Result<Vec<(String, Kind)>, FileError> {
+        let mut out = Vec::new();
+        for name in self.names()? {
+            let kind = self.kind(&name)?.unwrap_or(Kind::Other("gone"));
+            out.push((name, kind));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
     /// Every entry below the folder, as relative paths with their [`Kind`], sorted; links
     /// are listed (as [`Kind::Other`]), never followed.
     ///
@@ -427,25 +487,7 @@ impl Folder {
             } else {
                 self.sub(&d)?
             };
-            let listing = nix::dir::Dir::from_fd(
-                nix::fcntl::openat(
-                    Some(sub.fd.as_raw_fd()),
-                    ".",
-                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(|e| PathIo { what: "listing", path: sub.path.clone(), source: e.into() })?,
-            )
-            .map_err(|e| PathIo { what: "listing", path: sub.path.clone(), source: e.into() })?;
-            let mut names = Vec::new();
-            for e in listing {
-                let e = e.map_err(|e| PathIo { what: "listing", path: sub.path.clone(), source: e.into() })?;
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name != "." && name != ".." {
-                    names.push(name);
-                }
-            }
-            for name in names {
+            for name in sub.names()? {
                 let rel = if d.is_empty() { name } else { format!("{d}/{name}") };
                 let kind = self.kind(&rel)?.unwrap_or(Kind::Other("gone"));
                 if kind == Kind::Folder {
@@ -496,6 +538,13 @@ mod tests {
         assert!(pipe.ends_with("fifo is a named pipe, not a regular file"), "{pipe}");
         assert!(matches!(f.read("../x", 100), Err(FileError::Outside { .. })));
         assert!(matches!(f.read("/etc/passwd", 100), Err(FileError::Outside { .. })));
+        // A hard link to a file outside is refused by name (only where tmp and the
+        // outside folder share a file system can one be made at all).
+        if std::fs::hard_link(outside.path().join("secret"), t.path().join("hard")).is_ok() {
+            let hard = f.read("hard", 100).unwrap_err().to_string();
+            assert!(hard.contains("hard has 2 hard links"), "{hard}");
+            assert!(matches!(f.sha256("hard", 100), Err(FileError::HardLink { links: 2, .. })));
+        }
         // Writing over a link replaces the link; the target is untouched.
         f.write("link", b"mine", 0o644).unwrap();
         assert_eq!(std::fs::read(outside.path().join("secret")).unwrap(), b"s");

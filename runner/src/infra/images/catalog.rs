@@ -2,6 +2,10 @@
 //! kernel sources (`kernels.yaml`), the rootfs recipes (`rootfs/<name>.yaml`), the
 //! server profiles' parameters (`profiles/<name>.yaml`, [`ProfileParams`]), and the
 //! safety checks on each (an images folder can travel with a bundle: it is untrusted).
+//!
+//! Every file of the folder is read through [`Folder`]: no symbolic link followed
+//! below the folder itself, regular files with one hard link only, each read bounded
+//! ([`MAX_RECIPE_BYTES`], [`MAX_PROFILE_SCRIPT_BYTES`], [`MAX_OVERLAY_FILE_BYTES`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +13,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::ImageError;
+use crate::path_io::{check_relative, FileError, Folder, Kind};
+
+/// The cap on `kernels.yaml`, a rootfs recipe and a profile's parameters file, bytes.
+pub const MAX_RECIPE_BYTES: u64 = 1 << 20;
+/// The cap on a profile script (`profiles/<name>.sh`), bytes.
+pub const MAX_PROFILE_SCRIPT_BYTES: u64 = 1 << 20;
+/// The cap on one file of a rootfs overlay or `initramfs/init`, bytes.
+pub const MAX_OVERLAY_FILE_BYTES: u64 = 16 << 20;
 
 /// One pinned Debian kernel package (an entry of `images/kernels.yaml`).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
@@ -96,6 +108,8 @@ pub struct Catalog {
     pub rootfs: BTreeMap<String, (RootfsRecipe, String)>,
     /// Guest profiles by name → script path.
     pub profiles: BTreeMap<String, PathBuf>,
+    /// Guest profiles by name → the script's text, read when the catalog was loaded.
+    pub profile_scripts: BTreeMap<String, String>,
     /// The parameters of the profiles that take some (`profiles/<name>.yaml`).
     pub profile_params: BTreeMap<String, ProfileParams>,
 }
@@ -124,8 +138,8 @@ impl RootfsRecipe {
     /// build, or `None`. An images folder can travel with a suite (the nearest `images/`
     /// above it is used), so its fields reach mmdebstrap and the overlay copy only as
     /// Debian names, a known variant, a size in range, and an overlay folder inside
-    /// `images/`.
-    pub fn problem(&self, images: &Path) -> Option<String> {
+    /// `images/rootfs/` (a plain relative path, no symbolic link on the way).
+    pub fn problem(&self, images: &Folder) -> Option<String> {
         if !is_debian_name(&self.distribution) {
             return Some(format!(
                 "distribution: {:?} is not a Debian distribution name (e.g. bookworm)",
@@ -152,14 +166,21 @@ impl RootfsRecipe {
         if !(64..=65536).contains(&self.size_mib) {
             return Some(format!("size_mib: {} is out of range (64 to 65536)", self.size_mib));
         }
-        let root = std::fs::canonicalize(images).ok()?;
-        let overlay = images.join("rootfs").join(&self.overlay);
-        match std::fs::canonicalize(&overlay) {
-            Ok(real) if real.starts_with(&root) && real.is_dir() => None,
-            Ok(real) => {
-                Some(format!("overlay: {} is not a folder inside the images folder {}", real.display(), root.display()))
-            }
-            Err(e) => Some(format!("overlay: {}: {e}", overlay.display())),
+        let rel = self.overlay.to_string_lossy();
+        let rootfs = images.display("rootfs");
+        if let Err(e) = check_relative(&rel, &rootfs) {
+            return Some(format!("overlay: {e}"));
+        }
+        match images.kind(&format!("rootfs/{rel}")) {
+            Ok(Some(Kind::Folder)) => None,
+            Ok(Some(Kind::Other("a symbolic link"))) => Some(format!(
+                "overlay: {} is a symbolic link; links in {} are not followed",
+                rootfs.join(&self.overlay).display(),
+                images.path().display()
+            )),
+            Ok(Some(_)) => Some(format!("overlay: {} is not a folder", rootfs.join(&self.overlay).display())),
+            Ok(None) => Some(format!("overlay: {} does not exist", rootfs.join(&self.overlay).display())),
+            Err(e) => Some(format!("overlay: {e}")),
         }
     }
 }
@@ -194,47 +215,53 @@ impl Catalog {
         Err(ImageError::NoImagesDir { start: start_abs, builtin })
     }
 
-    /// Reads every recipe in `dir`.
+    /// Reads every recipe in `dir` through [`Folder`] (see the module docs): a link, a
+    /// named pipe, a hard link or a file over its cap where a recipe, a profile script
+    /// or its parameters are expected is refused, naming the file.
+    ///
+    /// Errors: [`ImageError::File`] for such a file, [`ImageError::Recipe`] for one that
+    /// doesn't parse or fails its checks.
     pub fn load(dir: &Path) -> Result<Self, ImageError> {
-        let read = |p: &Path| std::fs::read_to_string(p).map_err(ImageError::io("reading recipe", p));
+        let folder = Folder::open(dir)?;
         let recipe_err =
             |p: &Path, e: serde_yaml::Error| ImageError::Recipe { path: p.to_path_buf(), message: e.to_string() };
 
         let kpath = dir.join("kernels.yaml");
-        let manifest: KernelManifest = serde_yaml::from_str(&read(&kpath)?).map_err(|e| recipe_err(&kpath, e))?;
+        let manifest: KernelManifest = serde_yaml::from_str(&folder.read_text("kernels.yaml", MAX_RECIPE_BYTES)?)
+            .map_err(|e| recipe_err(&kpath, e))?;
 
         let mut rootfs = BTreeMap::new();
         let rdir = dir.join("rootfs");
-        for entry in std::fs::read_dir(&rdir).map_err(ImageError::io("listing rootfs recipes", &rdir))? {
-            let p = entry.map_err(ImageError::io("listing rootfs recipes", &rdir))?.path();
-            if p.extension().is_some_and(|e| e == "yaml") {
-                let text = read(&p)?;
-                let recipe: RootfsRecipe = serde_yaml::from_str(&text).map_err(|e| recipe_err(&p, e))?;
-                let name = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
-                rootfs.insert(name, (recipe, text));
+        for (name, _) in folder.sub("rootfs")?.list()? {
+            if let Some(stem) = name.strip_suffix(".yaml") {
+                let rel = format!("rootfs/{name}");
+                let text = folder.read_text(&rel, MAX_RECIPE_BYTES)?;
+                let recipe: RootfsRecipe = serde_yaml::from_str(&text).map_err(|e| recipe_err(&dir.join(&rel), e))?;
+                rootfs.insert(stem.to_string(), (recipe, text));
             }
         }
 
         let mut profiles = BTreeMap::new();
+        let mut profile_scripts = BTreeMap::new();
         let mut profile_params = BTreeMap::new();
-        let pdir = dir.join("profiles");
-        if let Ok(rd) = std::fs::read_dir(&pdir) {
-            for entry in rd.flatten() {
-                let p = entry.path();
-                if p.extension().is_some_and(|e| e == "sh") {
-                    let name = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
-                    let params = p.with_extension("yaml");
-                    if params.is_file() {
-                        let defaults: ProfileParams =
-                            serde_yaml::from_str(&read(&params)?).map_err(|e| recipe_err(&params, e))?;
-                        profile_params.insert(name.clone(), defaults);
-                    }
-                    profiles.insert(name, p);
-                }
+        let listing = match folder.kind("profiles")? {
+            None => Vec::new(),
+            Some(_) => folder.sub("profiles")?.list()?,
+        };
+        for (file, _) in listing {
+            let Some(name) = file.strip_suffix(".sh") else { continue };
+            let rel = format!("profiles/{file}");
+            profile_scripts.insert(name.to_string(), folder.read_text(&rel, MAX_PROFILE_SCRIPT_BYTES)?);
+            let params = format!("profiles/{name}.yaml");
+            if folder.kind(&params)?.is_some() {
+                let defaults: ProfileParams = serde_yaml::from_str(&folder.read_text(&params, MAX_RECIPE_BYTES)?)
+                    .map_err(|e| recipe_err(&dir.join(&params), e))?;
+                profile_params.insert(name.to_string(), defaults);
             }
+            profiles.insert(name.to_string(), dir.join(&rel));
         }
         for (name, (recipe, _)) in &rootfs {
-            if let Some(message) = recipe.problem(dir) {
+            if let Some(message) = recipe.problem(&folder) {
                 return Err(ImageError::Recipe { path: rdir.join(format!("{name}.yaml")), message });
             }
         }
@@ -253,8 +280,42 @@ impl Catalog {
             sources: manifest.sources,
             rootfs,
             profiles,
+            profile_scripts,
             profile_params,
         })
+    }
+
+    /// Reads `rel` (a plain relative path) of the images folder through [`Folder`], at
+    /// most `limit` bytes.
+    ///
+    /// Errors: [`ImageError::File`] (a link on the way, not a regular file, a hard
+    /// link, over `limit`, outside).
+    pub fn read(&self, rel: &str, limit: u64) -> Result<Vec<u8>, ImageError> {
+        Ok(Folder::open(&self.dir)?.read(rel, limit)?)
+    }
+
+    /// Every regular file of the folder `rel` of the images folder (e.g. a rootfs
+    /// overlay), as `(path relative to rel, bytes)`, sorted; each at most `limit` bytes.
+    ///
+    /// Errors: [`ImageError::File`] for a link, named pipe, device or socket in it (an
+    /// overlay holds files and folders only) and as [`Catalog::read`].
+    pub fn read_tree(&self, rel: &str, limit: u64) -> Result<Vec<(String, Vec<u8>)>, ImageError> {
+        let top = Folder::open(&self.dir)?.sub(rel)?;
+        let mut out = Vec::new();
+        for (path, kind) in top.walk()? {
+            match kind {
+                Kind::Folder => {}
+                Kind::File(_) => {
+                    let data = top.read(&path, limit)?;
+                    out.push((path, data));
+                }
+                Kind::Other("a symbolic link") => {
+                    return Err(FileError::Link { link: top.display(&path), folder: top.path().to_path_buf() }.into())
+                }
+                Kind::Other(kind) => return Err(FileError::NotRegular { path: top.display(&path), kind }.into()),
+            }
+        }
+        Ok(out)
     }
 
     /// The pinned kernel for `series` and `flavour`.

@@ -24,6 +24,10 @@ pub enum ImageError {
         /// What is wrong.
         message: String,
     },
+    /// A file of the images folder is not what it must be (a link, a pipe, a hard
+    /// link, too large, outside), read through [`crate::path_io::Folder`].
+    #[error(transparent)]
+    File(#[from] crate::path_io::FileError),
     /// A file operation failed (worded `what: path: error`, as image errors always were).
     #[error("{}: {}: {}", .0.what, .0.path.display(), .0.source)]
     Io(#[source] PathIo),

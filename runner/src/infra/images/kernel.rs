@@ -166,7 +166,7 @@ fn format_line() -> String {
 
 fn local_key(image: &Path, modules: Option<&Path>) -> Result<String, ImageError> {
     let mut material = format!("{}local\n", format_line()).into_bytes();
-    material.extend(std::fs::read(image).map_err(ImageError::io("reading kernel image", image))?);
+    material.extend(read_image(image)?);
     if let Some(m) = modules {
         for f in walk_files(m)? {
             let meta = std::fs::metadata(&f).map_err(ImageError::io("reading module", &f))?;
@@ -216,7 +216,7 @@ fn read_features(src: &KernelSource, dir: &Path) -> Result<Option<KernelFeatures
 
 /// Prepares the kernel `label` (for messages) into the cache entry `out`.
 fn build(label: &str, image: &Path, modules: Option<&Path>, out: &Path, cancel: &CancelFlag) -> Result<(), ImageError> {
-    std::fs::copy(image, out.join("vmlinuz")).map_err(ImageError::io("copying kernel image", image))?;
+    std::fs::write(out.join("vmlinuz"), read_image(image)?).map_err(ImageError::io("copying kernel image", image))?;
     let release = match modules {
         Some(m) => m.file_name().unwrap_or_default().to_string_lossy().into_owned(),
         None => bzimage_release(image)?,
@@ -289,9 +289,18 @@ fn read_module(path: &Path) -> Result<Vec<u8>, ImageError> {
     }
 }
 
+/// Reads kernel image `image` (a suite's local kernel, or one unpacked from a pinned
+/// package): not a link, a pipe or a hard link, at most
+/// [`crate::suite::validate::kernel::MAX_KERNEL_IMAGE_BYTES`].
+///
+/// Errors: [`ImageError::File`].
+fn read_image(image: &Path) -> Result<Vec<u8>, ImageError> {
+    Ok(crate::path_io::read_named(image, crate::suite::validate::kernel::MAX_KERNEL_IMAGE_BYTES)?)
+}
+
 /// The release string in a bzImage's setup header (`kernel_version` field at 0x20E).
 fn bzimage_release(image: &Path) -> Result<String, ImageError> {
-    let data = std::fs::read(image).map_err(ImageError::io("reading kernel image", image))?;
+    let data = read_image(image)?;
     let bad = || {
         ImageError::Kernel(format!(
             "{}: not a bzImage (no setup header); give `modules:` so the release is known",

@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::catalog::MAX_OVERLAY_FILE_BYTES;
 use super::initramfs::{write_archive, Member};
 use super::{run_tool, Cache, CacheOutcome, CancelFlag, Catalog, ImageError, RootfsRecipe};
 use crate::infra::hash::sha256_hex;
@@ -20,6 +21,9 @@ use crate::schema::DebianPackage;
 /// v2: mmdebstrap writes a tarball, unpacked and turned into the image (as an
 /// ordinary user in a user namespace, see [`crate::infra::host`]).
 const ROOTFS_FORMAT: &str = "vmrepro-rootfs-v2";
+
+/// The initramfs's init script, in the images folder.
+const INIT: &str = "initramfs/init";
 
 /// A built rootfs.
 #[derive(Debug, Clone)]
@@ -78,14 +82,14 @@ pub fn rootfs_key_with(catalog: &Catalog, request: &RootfsRequest) -> Result<Str
         message: "no such rootfs recipe".into(),
     })?;
     let mut material = format!("{ROOTFS_FORMAT}\n{text}\n").into_bytes();
-    let overlay = catalog.dir.join("rootfs").join(&recipe.overlay);
-    for f in walk_files(&overlay)? {
-        let rel = f.strip_prefix(&overlay).unwrap_or(&f);
-        material.extend_from_slice(rel.to_string_lossy().as_bytes());
-        material.extend_from_slice(&std::fs::read(&f).map_err(ImageError::io("reading overlay", &f))?);
+    // Through the confined layer: a link, pipe or hard link in the overlay is refused
+    // here, before the build copies the overlay into the rootfs.
+    let overlay = format!("rootfs/{}", recipe.overlay.display());
+    for (rel, data) in catalog.read_tree(&overlay, MAX_OVERLAY_FILE_BYTES)? {
+        material.extend_from_slice(rel.as_bytes());
+        material.extend_from_slice(&data);
     }
-    let init = catalog.dir.join("initramfs/init");
-    material.extend_from_slice(&std::fs::read(&init).map_err(ImageError::io("reading initramfs init", &init))?);
+    material.extend_from_slice(&catalog.read(INIT, MAX_OVERLAY_FILE_BYTES)?);
     if !request.packages.is_empty() {
         let names: Vec<&str> = request.packages.iter().map(DebianPackage::as_str).collect();
         material.extend_from_slice(format!("\nextra packages: {}\n", names.join(",")).as_bytes());
@@ -207,8 +211,7 @@ fn build(
     let busybox = std::fs::read(&busybox_path)
         .map_err(ImageError::io("reading busybox from the rootfs (is busybox-static in the recipe?)", &busybox_path))?;
     std::fs::remove_file(&busybox_path).map_err(ImageError::io("removing", &busybox_path))?;
-    let init_path = catalog.dir.join("initramfs/init");
-    let init = std::fs::read(&init_path).map_err(ImageError::io("reading initramfs init", &init_path))?;
+    let init = catalog.read(INIT, MAX_OVERLAY_FILE_BYTES)?;
     let members = vec![
         Member::Dir { name: "bin".into() },
         Member::Dir { name: "dev".into() },

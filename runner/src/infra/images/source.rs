@@ -17,6 +17,17 @@ use super::initramfs::{write_archive, Member};
 use super::{run_tool, Cache, ImageError, PinnedSource};
 use crate::infra::hash::sha256_hex;
 
+/// Reads the suite's fragment or patch `f` (`what`: `"fragment"` or `"patch"`): not a
+/// link, a pipe or a hard link, at most its cap (the checks validation made, again at
+/// the read that counts).
+///
+/// Errors: [`ImageError::File`].
+fn read_input(what: &str, f: &Path) -> Result<Vec<u8>, ImageError> {
+    use crate::suite::validate::kernel::{MAX_FRAGMENT_BYTES, MAX_PATCH_BYTES};
+    let limit = if what == "patch" { MAX_PATCH_BYTES } else { MAX_FRAGMENT_BYTES };
+    Ok(crate::path_io::read_named(f, limit)?)
+}
+
 /// Bumped when the way we build kernels changes.
 const SOURCE_FORMAT: &str = "vmrepro-source-kernel-v2";
 
@@ -38,7 +49,7 @@ impl SourceKernel {
         for (what, files) in [("fragment", &self.fragments), ("patch", &self.patches)] {
             for f in files {
                 m.extend(format!("{what}\n").into_bytes());
-                m.extend(std::fs::read(f).map_err(ImageError::io("reading", f))?);
+                m.extend(read_input(what, f)?);
             }
         }
         let cc = Command::new("gcc").arg("--version").output().map(|o| o.stdout).unwrap_or_default();
@@ -136,7 +147,8 @@ impl SourceKernel {
                 .map(|(i, f)| {
                     let name = f.file_name().unwrap_or_default().to_string_lossy().into_owned();
                     let dest = inputs.join(format!("{what}-{i:02}-{name}"));
-                    std::fs::copy(f, &dest).map_err(ImageError::io("copying into the build", f))?;
+                    let data = read_input(what, f)?;
+                    std::fs::write(&dest, data).map_err(ImageError::io("copying into the build", f))?;
                     Ok(dest)
                 })
                 .collect()

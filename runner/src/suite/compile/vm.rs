@@ -161,13 +161,11 @@ fn file_steps(
     Ok(files)
 }
 
-/// The cap on a profile script (`images/profiles/<name>.sh`), bytes.
-pub const MAX_PROFILE_SCRIPT_BYTES: u64 = 1 << 20;
-
-/// The step that runs profile `p`'s script (read now) with its parameters.
+/// The step that runs profile `p`'s script (read, confined and bounded, when the
+/// catalog was loaded: [`Catalog::load`]) with its parameters.
 ///
-/// Errors: [`SpecError::Invalid`] at `<vm>.profile` when the script can't be read, is a
-/// link, not a regular file, or over [`MAX_PROFILE_SCRIPT_BYTES`].
+/// Errors: [`SpecError::Invalid`] at `<vm>.profile` when the catalog has no script of
+/// that name.
 fn profile_step(
     file: &SuiteFile,
     p: &ProfilePlan,
@@ -175,12 +173,9 @@ fn profile_step(
     key: &str,
     setup_timeout: Duration,
 ) -> Result<StepPlan, SpecError> {
-    let script_path = &catalog.profiles[&p.name];
-    let text = crate::path_io::read_named(script_path, MAX_PROFILE_SCRIPT_BYTES)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .map_err(|e| {
-            SpecError::Invalid(vec![file.error_at(&format!("{key}.profile"), format!("profile script: {e}"))])
-        })?;
+    let text = catalog.profile_scripts.get(&p.name).cloned().ok_or_else(|| {
+        SpecError::Invalid(vec![file.error_at(&format!("{key}.profile"), format!("no profile script {:?}", p.name))])
+    })?;
     // The parameters reach the script as its environment, each value one word.
     let env: Vec<String> =
         p.params.iter().flat_map(ServerParams::env).map(|(k, v)| format!("{k}={}", shell_quote(&v))).collect();

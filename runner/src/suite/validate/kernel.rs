@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use crate::infra::images::{Catalog, DEFAULT_FLAVOUR};
 use crate::infra::qemu::args::{kernel_cmdline, MAX_KERNEL_CMDLINE_BYTES, RUNNER_PARAMETERS, RUNNER_PREFIX};
+use crate::path_io::{FileError, Folder};
 use crate::schema::text::{char_note, describe};
 use crate::schema::{KernelSpec, SuiteFile};
 
@@ -43,7 +44,7 @@ pub(super) fn check_kernel(
                 let key = format!("{k}.source.{field}[{i}]");
                 let (_, real) = real_path(file, f);
                 if let Some(message) = host_path_problem(file, f, want)
-                    .or_else(|| build_input_problem(file, &catalog.dir, &real, field == "patches"))
+                    .or_else(|| build_input_problem(file, &catalog.dir, f, field == "patches"))
                 {
                     errs.push(ValidationError::Rule { key, message });
                     continue;
@@ -101,7 +102,7 @@ pub(super) fn check_kernel(
         }
         (None, Some(p)) => {
             if let Some(message) = host_path_problem(file, p, Want::File("a kernel image (bzImage or vmlinuz)"))
-                .or_else(|| not_a_bzimage(&file.resolve(p)))
+                .or_else(|| kernel_image_problem(file, &catalog.dir, p))
             {
                 errs.push(ValidationError::Rule { key: format!("{k}.path"), message });
             }
@@ -131,15 +132,70 @@ pub(super) fn check_kernel(
     }
 }
 
-/// Why `p` (an existing file) is not an x86 boot image, or `None`: a bzImage carries
-/// the boot protocol's `HdrS` magic at offset 0x202 (Documentation/arch/x86/boot.rst).
-/// Checked so that a suite can't name some other host file (its bytes would reach the
-/// guest's memory and console).
-fn not_a_bzimage(p: &Path) -> Option<String> {
+/// Most bytes of a local kernel image (`kernel: {path: …}`).
+pub const MAX_KERNEL_IMAGE_BYTES: u64 = 256 << 20;
+
+/// Why the local kernel image `p` (from the suite) can't be booted, or `None`: it must
+/// be a relative path that lies, once `..` is folded, inside the suite's folder or the
+/// images folder `images`, reached with no symbolic link below that folder
+/// ([`confined_file`]), a regular file with one hard link, at most
+/// [`MAX_KERNEL_IMAGE_BYTES`], and an x86 boot image: a bzImage carries the boot
+/// protocol's `HdrS` magic at offset 0x202 (Documentation/arch/x86/boot.rst). Checked so
+/// that a suite can't name some other host file (its bytes would reach the guest's
+/// memory and console).
+fn kernel_image_problem(file: &SuiteFile, images: &Path, p: &Path) -> Option<String> {
     use std::io::Read;
+    if p.is_absolute() {
+        return Some(format!(
+            "{} is an absolute path; a local kernel is named relative to the suite's folder and lies inside it or the images folder",
+            p.display()
+        ));
+    }
+    let (folder, rel) = match confined_file(file, images, p) {
+        Ok(x) => x,
+        Err(why) => return Some(why),
+    };
+    let (mut f, len) = match folder.open_file(&rel) {
+        Ok(x) => x,
+        Err(e) => return Some(e.to_string()),
+    };
+    let shown = folder.display(&rel);
+    if len > MAX_KERNEL_IMAGE_BYTES {
+        return Some(format!(
+            "{} is {len} bytes; a kernel image is at most {MAX_KERNEL_IMAGE_BYTES} bytes",
+            shown.display()
+        ));
+    }
     let mut head = [0u8; 0x206];
-    let ok = std::fs::File::open(p).and_then(|mut f| f.read_exact(&mut head)).is_ok() && &head[0x202..] == b"HdrS";
-    (!ok).then(|| format!("{} is not a bzImage (no `HdrS` boot header at 0x202); give the `arch/x86/boot/bzImage` of a kernel build or a /boot/vmlinuz-*", p.display()))
+    let ok = f.read_exact(&mut head).is_ok() && &head[0x202..] == b"HdrS";
+    (!ok).then(|| {
+        format!(
+            "{} is not a bzImage (no `HdrS` boot header at 0x202); give the `arch/x86/boot/bzImage` of a kernel build",
+            shown.display()
+        )
+    })
+}
+
+/// Suite path `p`, confined: the folder that holds it once `..` is folded (the suite's
+/// folder, else the images folder `images`, each with the links in its own path
+/// resolved, as the kernel would resolve `..`), opened as a [`Folder`], and the path
+/// inside it. Reads through that folder follow no symbolic link below it.
+///
+/// Errors: the message when `p` lies in neither folder, or the folder can't be opened.
+pub(super) fn confined_file(file: &SuiteFile, images: &Path, p: &Path) -> Result<(Folder, String), String> {
+    let roots = [real_dir(&file.dir), real_dir(images)];
+    let given = lexically_normal(&if p.is_absolute() { p.to_path_buf() } else { roots[0].join(p) });
+    for root in &roots {
+        if let Ok(rel) = given.strip_prefix(root) {
+            let folder = Folder::open(root).map_err(|e| e.to_string())?;
+            return Ok((folder, rel.to_string_lossy().into_owned()));
+        }
+    }
+    Err(format!(
+        "{} is outside the suite's folder and the images folder ({}); vmrepro only takes kernel files that travel with the suite",
+        given.display(),
+        roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+    ))
 }
 
 /// Why `p` (an existing folder) is not a kernel's modules folder, or `None`: `make
@@ -156,30 +212,27 @@ pub const MAX_FRAGMENT_BYTES: u64 = 1024 * 1024;
 /// Most bytes of a patch.
 pub const MAX_PATCH_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Why `real` (an existing regular file, a `source.fragments` or `source.patches` entry,
-/// its path resolved) can't go into a kernel build, or `None`: it must lie inside the suite's folder or
-/// the images folder `images` (symbolic links followed: a suite travels with a bug
-/// report and must not pull the host's files into a kernel), be at most
-/// [`MAX_FRAGMENT_BYTES`] / [`MAX_PATCH_BYTES`], and be what it is for: a fragment
-/// by [`super::kconfig::fragment_line_problem`], a patch by
+/// Why `p` (a `source.fragments` or `source.patches` entry of the suite) can't go into
+/// a kernel build, or `None`: it must lie inside the suite's folder or the images folder
+/// `images` and be read through it with no symbolic link below that folder
+/// ([`confined_file`]: a suite travels with a bug report and must not pull the host's
+/// files into a kernel), be a regular file with one hard link, at most
+/// [`MAX_FRAGMENT_BYTES`] / [`MAX_PATCH_BYTES`], and be what it is for: a fragment by
+/// [`super::kconfig::fragment_line_problem`], a patch by
 /// [`super::kconfig::patch_problem`].
-fn build_input_problem(file: &SuiteFile, images: &Path, real: &Path, patch: bool) -> Option<String> {
-    let roots = [real_dir(&file.dir), real_dir(images)];
-    if !roots.iter().any(|r| real.starts_with(r)) {
-        return Some(format!(
-            "{} is outside the suite's folder and the images folder ({}); a kernel build only takes fragments and patches that travel with the suite",
-            real.display(),
-            roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
-        ));
-    }
+fn build_input_problem(file: &SuiteFile, images: &Path, p: &Path, patch: bool) -> Option<String> {
+    let (folder, rel) = match confined_file(file, images, p) {
+        Ok(x) => x,
+        Err(why) => return Some(why),
+    };
+    let shown = folder.display(&rel);
     let (limit, what) = if patch { (MAX_PATCH_BYTES, "a patch") } else { (MAX_FRAGMENT_BYTES, "a config fragment") };
-    let len = std::fs::metadata(real).ok()?.len();
-    if len > limit {
-        return Some(format!("{} is {len} bytes; {what} is at most {limit} bytes", real.display()));
-    }
-    let text = match std::fs::read(real) {
+    let text = match folder.read(&rel, limit) {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-        Err(e) => return Some(format!("{} can't be read ({e})", real.display())),
+        Err(FileError::TooLarge { .. }) => {
+            return Some(format!("{} is larger than {limit} bytes; {what} is at most {limit} bytes", shown.display()))
+        }
+        Err(e) => return Some(e.to_string()),
     };
     let problem = if patch {
         super::kconfig::patch_problem(&text)
@@ -189,7 +242,7 @@ fn build_input_problem(file: &SuiteFile, images: &Path, real: &Path, patch: bool
                 .map(|why| format!("line {}: {} {why}", n + 1, crate::schema::text::shown(line.trim(), 60)))
         })
     };
-    problem.map(|why| format!("{} {why}", real.display()))
+    problem.map(|why| format!("{} {why}", shown.display()))
 }
 
 /// What a path in a suite must name: a regular file or a folder (with what it is for).

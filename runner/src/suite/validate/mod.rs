@@ -10,7 +10,7 @@ pub mod files;
 mod graph;
 pub mod guest;
 pub mod kconfig;
-mod kernel;
+pub mod kernel;
 pub mod limits;
 mod measure;
 mod netem;
