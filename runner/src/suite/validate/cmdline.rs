@@ -3,7 +3,7 @@
 //! row of one allowlist, [`PARAMETERS`] (or of the two families, `sysctl.<name>=value`
 //! and the parameters of the modules in [`MODULES`]), with its value in that row's
 //! grammar. Parameters the runner sets itself
-//! ([`RUNNER_PARAMETERS`](crate::infra::qemu::args::RUNNER_PARAMETERS)) get a message
+//! ([`RUNNER_PARAMETERS`]) get a message
 //! of their own. docs/src/suite-reference.md shows the table ([`reference_table`]; a
 //! unit test keeps the two equal).
 

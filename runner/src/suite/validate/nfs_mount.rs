@@ -142,7 +142,7 @@ const BRIDGE: &str = "the server is mounted at its IPv4 address on the bridge (v
 fn value_text(v: &Value) -> String {
     match v {
         Value::Flag => "no value".into(),
-        Value::Int { min, max, unit } if unit.is_empty() => format!("a whole number from {min} to {max}"),
+        Value::Int { min, max, unit: "" } => format!("a whole number from {min} to {max}"),
         Value::Int { min, max, unit } => format!("a whole number from {min} to {max} ({unit})"),
         Value::OneOf(words) => format!("one of {}", words.join(" | ")),
     }
