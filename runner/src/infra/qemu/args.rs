@@ -146,6 +146,16 @@ pub const RUNNER_PARAMETERS: &[(&str, &str)] = &[
     ("panic", "with panic=-1 a kernel panic ends QEMU at once instead of at the boot timeout"),
     ("rdinit", "its init starts the guest agent: with another init the agent never answers"),
     ("init", "its init starts the guest agent: with another init the agent never answers"),
+    (
+        "earlycon",
+        "its serial console, console=ttyS0, records the guest's log: an early console writes the boot to another place",
+    ),
+    (
+        "earlyprintk",
+        "its serial console, console=ttyS0, records the guest's log: an early console writes the boot to another place",
+    ),
+    ("root", "the guest starts from its initramfs, whose init mounts the VM's root disk itself"),
+    ("rootfstype", "the guest starts from its initramfs, whose init mounts the VM's root disk itself"),
     ("initrd", "it passes its own initramfs"),
     ("noinitrd", "it boots from its own initramfs"),
     ("net.ifnames", "its init configures the NIC by the name eth0"),
@@ -170,12 +180,16 @@ pub const RUNNER_PARAMETERS: &[(&str, &str)] = &[
 /// would configure eth0 behind the runner's back.
 pub const RUNNER_PREFIX: &str = "vmrepro.";
 
+/// The runner's own part of every guest's kernel command line: serial console,
+/// panic → exit, its initramfs's init, eth0 by that name.
+pub const RUNNER_CMDLINE: &str = "console=ttyS0 panic=-1 rdinit=/init net.ifnames=0";
+
 /// The kernel command line for a guest: serial console, panic → exit, our initramfs,
 /// eth0 by that name, then the suite's `cmdline:`. Nothing in it differs between VMs
 /// that boot the same kernel with the same `cmdline:`, so one saved state serves them
 /// all ([`super::state`]).
 pub fn kernel_cmdline(extra: Option<&str>) -> String {
-    let mut s = String::from("console=ttyS0 panic=-1 rdinit=/init net.ifnames=0");
+    let mut s = String::from(RUNNER_CMDLINE);
     for e in extra.into_iter().chain(host_cmdline().as_deref()) {
         s.push(' ');
         s.push_str(e);

@@ -13,15 +13,31 @@ pub const RUNNER_OPTIONS: &[(&str, &str)] = &[
     ("SYSTEM_TRUSTED_KEYS", "the build would read certificates from the host"),
     ("SYSTEM_REVOCATION_KEYS", "the build would read certificates from the host"),
     ("UEVENT_HELPER_PATH", "the kernel would run that program on every device event"),
+    ("STATIC_USERMODEHELPER", "the kernel would run that program instead of every user-mode helper"),
+    ("MODPROBE_PATH", "the kernel loads modules with the guest's own modprobe"),
+    (
+        "BOOT_CONFIG_EMBED",
+        "an embedded boot configuration can add kernel parameters behind the runner's back, from a host file",
+    ),
+    ("SYSTEM_BLACKLIST_HASH_LIST", "the build would read a hash list from the host"),
 ];
 
-/// Options the guest needs built in (`=y`) to boot and be reached: its initramfs, the
-/// root disk (virtio-blk over PCI, ext4), its serial console, its NIC and the
-/// virtio-serial port of the guest agent. Setting one to `m`, `n` or "is not set"
+/// Options the guest needs built in (`=y`) to boot and be reached: its initramfs (and
+/// the ELF and `#!` loaders its init needs, proc and sysfs it mounts), the root disk
+/// (virtio-blk over PCI, the block layer, ext4), its serial console (and the TTY
+/// layer), its NIC, the virtio-serial port of the guest agent, and tmpfs (`/tmp`). Setting one to `m`, `n` or "is not set"
 /// breaks the boot (a source-built kernel gets no modules disk).
 pub const NEEDED_OPTIONS: &[&str] = &[
     "BLK_DEV_INITRD",
+    "BINFMT_ELF",
+    "BINFMT_SCRIPT",
+    "PROC_FS",
+    "SYSFS",
     "DEVTMPFS",
+    "TMPFS",
+    "TTY",
+    "PCI",
+    "BLOCK",
     "SERIAL_8250",
     "SERIAL_8250_CONSOLE",
     "VIRTIO",
@@ -35,20 +51,40 @@ pub const NEEDED_OPTIONS: &[&str] = &[
     "UNIX",
 ];
 
-/// What is wrong with line `line` of a config fragment, or `None`. A line is blank, a
-/// comment, `# CONFIG_NAME is not set`, or `CONFIG_NAME=value` with a value `y`, `m`,
-/// `n`, a decimal or `0x` hexadecimal number, or a double-quoted string (Kconfig's
-/// `.config` grammar); `NAME` is `[A-Z0-9_]+`, not one of [`RUNNER_OPTIONS`], and a
-/// [`NEEDED_OPTIONS`] entry only as `=y`.
+/// Characters a fragment's string value may hold besides ASCII letters and digits: no
+/// quote, no `\` escape, no `$` or backquote (the kernel's Makefiles read `.config`
+/// back as make variables), no `/` (a string with one names a path, and a path in a
+/// kernel build is a host file).
+pub const STRING_CHARS: &str = " ._-+,:=@";
+
+/// What is wrong with line `line` of a config fragment, or `None`. The grammar is
+/// that of `scripts/kconfig/merge_config.sh` and `conf_read_simple()` in
+/// scripts/kconfig/confdata.c, exactly (no white space around a line or its `=`): a
+/// line is blank, a comment, `# CONFIG_NAME is not set`, or `CONFIG_NAME=value` with
+/// a value `y`, `m`, `n`, a decimal or `0x` hexadecimal number, or a double-quoted
+/// string of letters, digits and [`STRING_CHARS`]; `NAME` is `[A-Z0-9_]+`, not one
+/// of [`RUNNER_OPTIONS`], and a [`NEEDED_OPTIONS`] entry only as `=y`. A comment that
+/// reads like an "is not set" line but isn't one exactly (kconfig would skip it) is
+/// refused too.
 pub fn fragment_line_problem(line: &str) -> Option<String> {
-    let l = line.trim();
-    if l.is_empty() {
+    let l = line.strip_suffix('\r').unwrap_or(line);
+    if l.trim().is_empty() {
         return None;
     }
+    if l.starts_with(char::is_whitespace) || l.ends_with(char::is_whitespace) {
+        return Some(
+            "has white space around it; kconfig reads a line only from its first character and takes the rest up to the line's end as the value".into(),
+        );
+    }
     let (name, value) = if let Some(c) = l.strip_prefix('#') {
-        match c.trim().strip_prefix("CONFIG_").and_then(|r| r.strip_suffix(" is not set")) {
+        match c.strip_prefix(" CONFIG_").and_then(|r| r.strip_suffix(" is not set")) {
             Some(name) => (name, None),
             None if l.starts_with("#!") => return Some("is a script line (#!), not a config line".into()),
+            None if c.contains("CONFIG_") && c.contains("is not set") => {
+                return Some(
+                    "looks like an \"is not set\" line but kconfig reads it as a comment; write `# CONFIG_NAME is not set` exactly (one space after '#')".into(),
+                )
+            }
             None => return None,
         }
     } else {
@@ -71,17 +107,26 @@ pub fn fragment_line_problem(line: &str) -> Option<String> {
             "turns CONFIG_{name} off or into a module; the guest needs it built in (=y) to boot and answer (no modules disk comes with a source-built kernel)"
         ));
     }
-    match value {
-        Some(v) if !is_config_value(v) => {
-            Some("has no config value (y, m, n, a number, or a double-quoted string without a '\"' inside)".into())
-        }
-        _ => None,
+    let v = value?;
+    if let Some(inner) = v.strip_prefix('"').and_then(|r| r.strip_suffix('"')).filter(|_| v.len() >= 2) {
+        return match inner.chars().find(|c| !(c.is_ascii_alphanumeric() || STRING_CHARS.contains(*c))) {
+            None => None,
+            Some('/') => Some(format!(
+                "gives CONFIG_{name} a path; a fragment can't point the kernel build at files (they would be the host's)"
+            )),
+            Some(c) => Some(format!(
+                "has {} in the string of CONFIG_{name}; a fragment's strings hold only letters, digits, spaces and {}",
+                crate::schema::text::describe(c),
+                STRING_CHARS.trim().chars().map(String::from).collect::<Vec<_>>().join(" ")
+            )),
+        };
     }
+    (!is_config_number(v)).then(|| "has no config value (y, m, n, a number, or a double-quoted string)".into())
 }
 
-/// Whether `v` is a `.config` value: `y`, `m`, `n`, a decimal (optionally negative) or
-/// `0x` hexadecimal number, or a double-quoted string without an unescaped quote inside.
-fn is_config_value(v: &str) -> bool {
+/// Whether `v` is a `.config` value other than a string: `y`, `m`, `n`, a decimal
+/// (optionally negative) or `0x` hexadecimal number.
+fn is_config_number(v: &str) -> bool {
     if ["y", "m", "n"].contains(&v) {
         return true;
     }
@@ -89,16 +134,7 @@ fn is_config_value(v: &str) -> bool {
         return !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit());
     }
     let digits = v.strip_prefix('-').unwrap_or(v);
-    if !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) {
-        return true;
-    }
-    let Some(inner) = v.strip_prefix('"').and_then(|r| r.strip_suffix('"')) else { return false };
-    let mut escaped = false;
-    inner.chars().all(|c| {
-        let ok = escaped || c != '"';
-        escaped = !escaped && c == '\\';
-        ok
-    })
+    !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
 }
 
 /// What is wrong with a patch's text, or `None`: a unified diff for `patch -p1` has
@@ -125,87 +161,6 @@ pub fn patch_problem(text: &str) -> Option<String> {
     (!hunk).then(|| "has `--- ` and `+++ ` lines but no hunk (`@@ -a,b +c,d @@`), so it changes nothing".into())
 }
 
-/// Drivers and file systems the guest boots with, as parts of module names
-/// (`virtio_blk`) and initcall names (`virtio_blk_init`, `ext4_init_fs`): the virtio
-/// transport, disk, NIC and console, ext4 and its journal, the serial port.
-pub const BOOT_DRIVERS: &[&str] = &["virtio", "ext4", "jbd2", "mbcache", "crc32c", "8250"];
-
-/// Why kernel parameter `name=value` (name with `-` read as `_`) can't boot a VM of
-/// `memory_mib` MiB or takes what it boots with, or `None`: `mem=` below the VM's
-/// memory; `memmap=exactmap` or `memmap=nn@ss` (a new memory map), or a `memmap=`
-/// reservation of the whole memory; `module_blacklist=`, `modprobe.blacklist=` or
-/// `initcall_blacklist=` naming one of [`BOOT_DRIVERS`].
-pub fn boot_parameter_problem(name: &str, value: &str, memory_mib: u64) -> Option<String> {
-    match name {
-        "mem" => {
-            let bytes = memparse(value)?;
-            (bytes < memory_mib << 20).then(|| {
-                format!("limits the guest to {} of the VM's {memory_mib} MiB; set memory: instead", size_text(bytes))
-            })
-        }
-        "memmap" => value.split(',').find_map(|m| {
-            if m == "exactmap" {
-                return Some("replaces the guest's memory map, which QEMU makes from memory:".to_string());
-            }
-            let i = m.find(['@', '$', '!', '#'])?;
-            let size = memparse(&m[..i])?;
-            if m[i..].starts_with('@') {
-                Some(format!("gives the guest a memory map of its own ({m}); set memory: instead"))
-            } else {
-                (size >= memory_mib << 20).then(|| {
-                    format!(
-                        "reserves {} of the VM's {memory_mib} MiB, leaving it nothing to boot with",
-                        size_text(size)
-                    )
-                })
-            }
-        }),
-        "module_blacklist" | "modprobe.blacklist" | "initcall_blacklist" => {
-            let hit = value.split(',').find(|d| {
-                let d = d.replace('-', "_");
-                BOOT_DRIVERS.iter().any(|b| d.contains(b))
-            })?;
-            Some(format!(
-                "keeps {hit} from loading, and the guest boots with it (its disk, NIC, console and file system: {})",
-                BOOT_DRIVERS.join(", ")
-            ))
-        }
-        _ => None,
-    }
-}
-
-/// The kernel's `memparse`: a number (decimal, or `0x` hexadecimal) with an optional
-/// K, M, G, T, P or E suffix (either case), in bytes; `None` if `s` is not one.
-fn memparse(s: &str) -> Option<u64> {
-    let (digits, radix) = match s.strip_prefix("0x") {
-        Some(h) => (h, 16),
-        None => (s, 10),
-    };
-    let end = digits.find(|c: char| !c.is_digit(radix)).unwrap_or(digits.len());
-    let (num, suffix) = digits.split_at(end);
-    let n = u64::from_str_radix(num, radix).ok()?;
-    let shift = match suffix {
-        "" => 0,
-        "k" | "K" => 10,
-        "m" | "M" => 20,
-        "g" | "G" => 30,
-        "t" | "T" => 40,
-        "p" | "P" => 50,
-        "e" | "E" => 60,
-        _ => return None,
-    };
-    n.checked_shl(shift).filter(|v| v >> shift == n).or(Some(u64::MAX))
-}
-
-/// Bytes as the message gives them (`1 MiB`, `4096 bytes`).
-fn size_text(b: u64) -> String {
-    if b >= 1 << 20 && b % (1 << 20) == 0 {
-        format!("{} MiB", b >> 20)
-    } else {
-        format!("{b} bytes")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,6 +176,10 @@ mod tests {
             "CONFIG_LOCALVERSION=\"-x\"",
             "# CONFIG_DRM is not set",
             "CONFIG_VIRTIO_BLK=y",
+            "CONFIG_LOCALVERSION=\"\"",
+            "CONFIG_LSM=\"landlock,lockdown,yama\"",
+            "CONFIG_NFS_FS=y\r",
+            "#CONFIG_X notes",
         ] {
             assert_eq!(fragment_line_problem(ok), None, "{ok}");
         }
@@ -241,6 +200,23 @@ mod tests {
             "config_x=y",
             "make menuconfig",
             "#!/bin/sh",
+            " CONFIG_NFS_FS=y",
+            "CONFIG_NFS_FS=y ",
+            "CONFIG_NFS_FS = y",
+            "#CONFIG_VIRTIO_BLK is not set",
+            "#  CONFIG_VIRTIO_BLK is not set",
+            "CONFIG_LOCALVERSION=\"$(shell id)\"",
+            "CONFIG_LOCALVERSION=\"`id`\"",
+            "CONFIG_LOCALVERSION=\"a\\nb\"",
+            "CONFIG_LOCALVERSION=\"x;y\"",
+            "CONFIG_LSM_FILE=\"/etc/shadow\"",
+            "CONFIG_X=\"certs/key.pem\"",
+            "CONFIG_X=\"",
+            "CONFIG_STATIC_USERMODEHELPER_PATH=\"/bin/sh\"",
+            "CONFIG_BOOT_CONFIG_EMBED_FILE=\"/root/x\"",
+            "CONFIG_PCI=n",
+            "# CONFIG_TTY is not set",
+            "CONFIG_BINFMT_SCRIPT=m",
         ] {
             assert!(fragment_line_problem(bad).is_some(), "{bad}");
         }
@@ -254,34 +230,5 @@ mod tests {
         assert!(patch_problem("hello").is_some());
         assert!(patch_problem("--- a/../../x\n+++ b/../../x\n@@ -1 +1 @@\n-a\n+b\n").is_some());
         assert!(patch_problem("--- /etc/passwd\n+++ /etc/passwd\n@@ -1 +1 @@\n-a\n+b\n").is_some());
-    }
-
-    #[test]
-    fn boot_parameters() {
-        assert_eq!(memparse("1M"), Some(1 << 20));
-        assert_eq!(memparse("512m"), Some(512 << 20));
-        assert_eq!(memparse("0x1000"), Some(4096));
-        assert_eq!(memparse("2G"), Some(2 << 30));
-        assert_eq!(memparse("x"), None);
-        for (n, v) in [
-            ("mem", "1M"),
-            ("mem", "511M"),
-            ("mem", "4096"),
-            ("memmap", "exactmap"),
-            ("memmap", "100M@0"),
-            ("memmap", "1G$0"),
-            ("module_blacklist", "virtio_blk"),
-            ("module_blacklist", "snd,virtio-net"),
-            ("modprobe.blacklist", "ext4"),
-            ("initcall_blacklist", "virtio_pci_driver_init"),
-            ("initcall_blacklist", "serial8250_init"),
-        ] {
-            assert!(boot_parameter_problem(n, v, 512).is_some(), "{n}={v}");
-        }
-        for (n, v) in
-            [("mem", "512M"), ("mem", "1G"), ("memmap", "64M$1G"), ("module_blacklist", "snd,floppy"), ("quiet", "")]
-        {
-            assert_eq!(boot_parameter_problem(n, v, 512), None, "{n}={v}");
-        }
     }
 }

@@ -4,6 +4,7 @@
 //! the types can't express. Every rule yields a [`ValidationError`] naming the key path
 //! it is about, so the error can show the line.
 
+pub mod cmdline;
 mod env;
 mod error;
 pub mod files;
@@ -14,6 +15,7 @@ pub mod kernel;
 pub mod limits;
 mod measure;
 mod netem;
+pub mod nfs_mount;
 pub mod nfs_read;
 mod output_metric;
 pub mod packages;

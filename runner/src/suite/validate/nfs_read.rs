@@ -324,16 +324,10 @@ fn served(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catal
     }
 }
 
-/// The transports a client can mount the server with (`proto=`): it is reached at
-/// its IPv4 address on the bridge, so not `tcp6`/`udp6`, and a virtio NIC has no RDMA.
-const TRANSPORTS: &[&str] = &["tcp", "udp"];
-
-/// The NFS versions there are, as a mount asks for them (`vers=4` with
-/// `minorversion=N` is `4.N`).
-const NFS_VERSIONS: &[&str] = &["2", "3", "4", "4.0", "4.1", "4.2"];
-
 /// `mount -o` options go unquoted into the mount command, so they are one word of a
-/// strict alphabet, and name a transport the bridge carries ([`TRANSPORTS`]).
+/// strict alphabet, at most [`guest::MAX_MOUNT_OPTIONS_BYTES`], and each option is a
+/// row of [`super::nfs_mount::OPTIONS`] with its value in the row's grammar (one
+/// error per option that isn't).
 fn mount_options(errs: &mut Vec<ValidationError>, key: &str, o: &str) {
     let message = if o.is_empty() || !o.chars().all(|c| c.is_ascii_alphanumeric() || ",=._-".contains(c)) {
         format!(
@@ -343,25 +337,10 @@ fn mount_options(errs: &mut Vec<ValidationError>, key: &str, o: &str) {
         )
     } else if o.len() > guest::MAX_MOUNT_OPTIONS_BYTES {
         format!("the mount options are {} bytes; at most {}", o.len(), guest::MAX_MOUNT_OPTIONS_BYTES)
-    } else if let Some(name) =
-        o.split(',').map(|x| x.split('=').next().unwrap_or(x)).find(|n| n.chars().any(|c| c.is_ascii_uppercase()))
-    {
-        format!(
-            "mount option {} has upper case letters; mount.nfs takes option names in lower case only ({})",
-            shown(name, 40),
-            name.to_ascii_lowercase()
-        )
-    } else if let Some(v) = asks(o).0.filter(|v| !NFS_VERSIONS.contains(&v.as_str())) {
-        format!(
-            "mount options {o:?} ask for NFSv{v}, which does not exist; NFS versions are {} (minorversion 0 to 2 with vers=4)",
-            NFS_VERSIONS.join(", ")
-        )
-    } else if let Some(p) = asks(o).1.filter(|p| !TRANSPORTS.contains(&p.as_str())) {
-        format!(
-            "mount options {o:?} ask for transport {p:?}; the server is mounted at its IPv4 address on the bridge (virtio-net, no RDMA), over {}; use proto=tcp or proto=udp",
-            TRANSPORTS.join(" or ")
-        )
     } else {
+        for why in o.split(',').filter_map(super::nfs_mount::option_problem) {
+            errs.push(ValidationError::Rule { key: key.into(), message: why });
+        }
         return;
     };
     errs.push(ValidationError::Rule { key: key.into(), message });

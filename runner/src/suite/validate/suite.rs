@@ -6,7 +6,9 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use super::rules::{duration, exit_status, is_name, is_step_name, range};
-use super::{env, files, guest, kernel, limits, measure, netem, nfs_read, packages, profile, sysctl, ValidationError};
+use super::{
+    cmdline, env, files, guest, kernel, limits, measure, netem, nfs_read, packages, profile, sysctl, ValidationError,
+};
 use crate::infra::images::{Catalog, DEFAULT_ROOTFS};
 use crate::plan::names;
 use crate::schema::{SuiteFile, SuiteSpec, VmSpec};
@@ -154,7 +156,7 @@ fn check_vm(errs: &mut Vec<ValidationError>, file: &SuiteFile, catalog: &Catalog
     kernel::check_kernel(errs, file, catalog, &format!("{k}.kernel"), &vm.kernel);
     if let Some(line) = &vm.cmdline {
         let memory = vm.memory.or(s.defaults.memory).unwrap_or(crate::plan::DEFAULT_MEMORY_MIB);
-        kernel::check_cmdline(errs, &format!("{k}.cmdline"), line, memory);
+        cmdline::check_cmdline(errs, &format!("{k}.cmdline"), line, memory);
     }
     if let Some(e) = vm.net.as_ref().and_then(|n| n.egress.as_ref()) {
         netem::check_netem(errs, &format!("{k}.net.egress"), e);

@@ -42,30 +42,30 @@ pub(super) fn check(errs: &mut Vec<ValidationError>, vm: &VmSpec, k: &str) {
                 continue;
             }
         };
-        if text.trim().is_empty() {
-            rule(errs, key, "the value is blank; sysctl -w needs a value (a number or a short text)".into());
-            continue;
-        }
-        if text.len() > 256
-            || text.starts_with('-') && text[1..].parse::<i64>().is_err()
-            || !text.chars().all(|c| c.is_ascii_alphanumeric() || " ._:,/+-".contains(c))
-        {
-            rule(
-                errs,
-                key,
-                format!(
-                    "{text:?} is not a sysctl value (letters, digits, spaces and . _ : , / + -; at most 256 bytes)"
-                ),
-            );
+        if let Some(why) = value_problem(&text) {
+            rule(errs, key, why);
         }
     }
+}
+
+/// Why `text` is not a sysctl value as `sysctl -w` and the kernel's `sysctl.` boot
+/// parameter take it, or `None`: not blank, letters, digits, spaces and `. _ : , / + -`,
+/// not starting with `-` unless a negative number, at most 256 bytes.
+pub(super) fn value_problem(text: &str) -> Option<String> {
+    if text.trim().is_empty() {
+        return Some("the value is blank; sysctl -w needs a value (a number or a short text)".into());
+    }
+    (text.len() > 256
+        || text.starts_with('-') && text[1..].parse::<i64>().is_err()
+        || !text.chars().all(|c| c.is_ascii_alphanumeric() || " ._:,/+-".contains(c)))
+    .then(|| format!("{text:?} is not a sysctl value (letters, digits, spaces and . _ : , / + -; at most 256 bytes)"))
 }
 
 /// Whether `name` is a sysctl name as `sysctl -w` takes it: at least two parts of
 /// `[a-z0-9_][a-z0-9_-]*` separated by `.` (or `/`, the `/proc/sys` form), at most 128
 /// bytes. Nothing that passes is an option of `sysctl` (no leading `-`) or a path
 /// (`..`, empty parts).
-fn is_sysctl_name(name: &str) -> bool {
+pub(super) fn is_sysctl_name(name: &str) -> bool {
     let parts: Vec<&str> = name.split(['.', '/']).collect();
     name.len() <= 128
         && parts.len() >= 2
