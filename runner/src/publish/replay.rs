@@ -104,12 +104,35 @@ pub struct Prepared {
 ///
 /// Errors: the bundle is damaged or refused ([`ReplayError::Bundle`]), its suite
 /// doesn't load, a package is gone from the archive or has the wrong checksum.
+///
+/// Used by the integration tests (the command removes its temp folder on a signal,
+/// through [`replay_temp`] and [`prepare_in`]).
+#[cfg_attr(vmrepro_dead_code, allow(dead_code))]
 pub fn prepare(bundle: &Path, cache: &Cache, budget: &Budget) -> Result<Prepared, ReplayError> {
-    let tmp = tempfile::Builder::new().prefix("vmrepro-replay-").tempdir().map_err(|e| BundleError::Io {
+    prepare_in(replay_temp()?, bundle, cache, budget)
+}
+
+/// A replay's private temp folder (`$TMPDIR/vmrepro-replay-XXXXXX`, mode 0700), for
+/// [`prepare_in`]; the caller knows its path, to remove it on a signal.
+///
+/// Errors: [`BundleError::Io`].
+pub fn replay_temp() -> Result<tempfile::TempDir, ReplayError> {
+    Ok(tempfile::Builder::new().prefix("vmrepro-replay-").tempdir().map_err(|e| BundleError::Io {
         what: "creating temp folder",
         path: std::env::temp_dir(),
         source: e,
-    })?;
+    })?)
+}
+
+/// [`prepare`] unpacking into `tmp` (held by the result, removed when it is dropped).
+///
+/// Errors: as [`prepare`].
+pub fn prepare_in(
+    tmp: tempfile::TempDir,
+    bundle: &Path,
+    cache: &Cache,
+    budget: &Budget,
+) -> Result<Prepared, ReplayError> {
     let ex = extract_with(bundle, tmp.path(), budget)?;
     let suite = ex.top.join(&ex.info.suite_file);
     let images = ex.top.join(&ex.info.images_dir);
