@@ -148,11 +148,16 @@ fn plain(rel: &str, folder: &Path) -> Result<(), FileError> {
     }
 }
 
-/// Checks that `rel` is a plain relative path (no root, no `..`, not empty), as every
-/// path a bundle or run folder names must be; `folder` is for the message.
+/// Checks that `rel` is a plain relative path (no root, no `..`, not empty, not
+/// starting with `~`, which a shell or another tool would expand to a home folder), as
+/// every path a bundle's `MANIFEST` and `BUNDLE.json` or a run folder's `run.json`
+/// names must be; `folder` is for the message.
 ///
 /// Errors: [`FileError::Outside`].
 pub fn check_relative(rel: &str, folder: &Path) -> Result<(), FileError> {
+    if rel.starts_with('~') {
+        return Err(FileError::Outside { path: rel.to_string(), folder: folder.to_path_buf() });
+    }
     plain(rel, folder)
 }
 

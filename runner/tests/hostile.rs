@@ -155,6 +155,32 @@ fn hostile_run_folders_are_refused_and_nothing_outside_is_read_or_written() {
             }),
         ),
         ("unknown-schema", Box::new(|d: &Path| edit_run_json(d, |v| v["schema"] = 99.into()))),
+        // Every file run.json names is checked by its key before anything is read.
+        (
+            "step-stderr-outside",
+            Box::new(|d: &Path| {
+                edit_run_json(d, |v| v["vms"][0]["steps"][1]["stderr"] = "vms/../../../../canary/secret".into())
+            }),
+        ),
+        (
+            "step-diagnostics-absolute",
+            Box::new(|d: &Path| {
+                let s = secret.display().to_string();
+                edit_run_json(d, |v| v["vms"][1]["steps"][0]["diagnostics"] = s.into())
+            }),
+        ),
+        (
+            "console-log-outside",
+            Box::new(|d: &Path| edit_run_json(d, |v| v["vms"][2]["console_log"] = "../../../canary/secret".into())),
+        ),
+        (
+            "qemu-cmdline-home",
+            Box::new(|d: &Path| edit_run_json(d, |v| v["vms"][0]["qemu_cmdline"] = "~/canary/secret".into())),
+        ),
+        (
+            "step-output-home",
+            Box::new(|d: &Path| edit_run_json(d, |v| v["vms"][0]["steps"][0]["stdout"] = "~root/x".into())),
+        ),
     ];
     for (name, edit) in &refused {
         let dir = w.run(name, |d| {
@@ -169,6 +195,89 @@ fn hostile_run_folders_are_refused_and_nothing_outside_is_read_or_written() {
             assert!(!dir.join("results.json").exists(), "{cmd} {name} wrote results.json");
             seen.insert(format!("{name} ({cmd})"), err);
         }
+    }
+
+    // compare reads a run folder's results.json as it is: through the confined layer
+    // (a link or pipe is refused, never analysed around), with a schema it reads, and
+    // with a run.json it reads (schema and paths) beside it.
+    type Kind<'a> = (&'a str, Edit<'a>);
+    let compared: Vec<Kind> = vec![
+        (
+            "results-json-link",
+            Box::new(|d: &Path| {
+                std::fs::copy(d.join("results.json"), w.canary.join("../results.json")).unwrap();
+                std::fs::remove_file(d.join("results.json")).unwrap();
+                std::os::unix::fs::symlink(w.canary.join("../results.json"), d.join("results.json")).unwrap();
+            }),
+        ),
+        (
+            "results-json-fifo",
+            Box::new(|d: &Path| {
+                std::fs::remove_file(d.join("results.json")).unwrap();
+                nix::unistd::mkfifo(&d.join("results.json"), nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+            }),
+        ),
+        (
+            "results-json-unknown-schema",
+            Box::new(|d: &Path| {
+                let p = d.join("results.json");
+                let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                v["schema"] = 7.into();
+                std::fs::write(&p, v.to_string()).unwrap();
+            }),
+        ),
+        ("results-json-beside-unknown-run-schema", Box::new(|d: &Path| edit_run_json(d, |v| v["schema"] = 1.into()))),
+        (
+            "results-json-beside-outside-path",
+            Box::new(|d: &Path| edit_run_json(d, |v| v["vms"][0]["steps"][0]["stdout"] = "../../x".into())),
+        ),
+    ];
+    for (name, edit) in &compared {
+        let dir = w.run(name, |d| edit(d));
+        let d = dir.display().to_string();
+        let (code, err) = w.vmrepro(&["compare", &d, &d]);
+        assert_ne!(code, 0, "compare {name} passed: {err}");
+        seen.insert(format!("{name} (compare)"), err);
+    }
+    // The pristine fixture's results.json (schema 2, written before iterations had an
+    // outcome) still compares: that schema is one this vmrepro reads.
+    let f = fixture().display().to_string();
+    let (code, err) = w.vmrepro(&["compare", &f, &f]);
+    assert_eq!(code, 0, "{err}");
+
+    // wire: a capture that is a link, a pipe or too large is refused by name.
+    let captures: Vec<Kind> = vec![
+        (
+            "capture-link",
+            Box::new(|d: &Path| std::os::unix::fs::symlink(&secret, d.join("vms/client-a/capture.pcap")).unwrap()),
+        ),
+        (
+            "capture-fifo",
+            Box::new(|d: &Path| {
+                let p = d.join("vms/client-a/capture.pcap");
+                nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+            }),
+        ),
+        (
+            "capture-too-large",
+            Box::new(|d: &Path| {
+                // Sparse: its size says more than the cap, and nothing is read.
+                let f = std::fs::File::create(d.join("vms/client-a/capture.pcap")).unwrap();
+                f.set_len(vmrepro::wire::pcap::MAX_CAPTURE_BYTES + 1).unwrap();
+            }),
+        ),
+    ];
+    for (name, edit) in &captures {
+        let dir = w.run(name, |d| edit(d));
+        let d = dir.display().to_string();
+        for vm in [Some("client-a"), None] {
+            let mut args = vec!["wire", &d[..]];
+            args.extend(vm);
+            let (code, err) = w.vmrepro(&args);
+            assert_ne!(code, 0, "wire {name} passed: {err}");
+            seen.insert(format!("{name} (wire{})", vm.map(|v| format!(" {v}")).unwrap_or_default()), err);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     // Links where the commands write: replaced, never followed (a dangling link's
@@ -217,6 +326,11 @@ fn tar_gz(path: &Path, entries: &[(&str, tar::EntryType, &[u8], Option<&str>)]) 
         h.set_entry_type(*kind);
         h.set_mode(0o644);
         h.set_size(data.len() as u64);
+        if name.len() > 99 {
+            // A GNU long-name entry first (as GNU tar writes long paths).
+            b.append_data(&mut h, name, *data).unwrap();
+            continue;
+        }
         // set_path refuses `..` and absolute paths: write the raw name.
         let raw = &mut h.as_old_mut().name;
         raw[..name.len()].copy_from_slice(name.as_bytes());
@@ -261,6 +375,21 @@ fn hostile_bundles_are_refused_naming_the_entry_and_nothing_outside_is_touched()
     let abs_man = manifest(&[("BUNDLE.json", &abs_info)]);
     let big = vec![b'x'; 4000];
     let escape = format!("{}/escaped", w.canary.display());
+    let deep = format!("b/{}x", "d/".repeat(40));
+    let long_path = format!("b/{}x", format!("{}/", "a".repeat(200)).repeat(6));
+    let long_component = format!("b/{}", "c".repeat(300));
+    let twice_man = [manifest(&[("BUNDLE.json", &info)]), manifest(&[("BUNDLE.json", &info)])].concat();
+    let home_man = manifest(&[("~/BUNDLE.json", &info)]);
+    let mut extra: serde_json::Value = serde_json::from_slice(&info).unwrap();
+    extra["run_on_host"] = "sh -c 'cat /etc/shadow'".into();
+    let extra_info = serde_json::to_vec(&extra).unwrap();
+    let extra_man = manifest(&[("BUNDLE.json", &extra_info)]);
+    let mut pkg: serde_json::Value = serde_json::from_slice(&info).unwrap();
+    pkg["packages"] = serde_json::json!([{"package": "p", "version": "1", "sha256": "0", "path": "packages/p.deb", "url": "http://x"}]);
+    let pkg_info = serde_json::to_vec(&pkg).unwrap();
+    let pkg_man = manifest(&[("BUNDLE.json", &pkg_info)]);
+    let home_info = bundle_info("~/suites/s.yaml");
+    let home_info_man = manifest(&[("BUNDLE.json", &home_info)]);
     type E<'a> = (&'a str, tar::EntryType, &'a [u8], Option<&'a str>);
     let top: E = ("b", D, b"", None);
     let kinds: Vec<(&str, Vec<E>, &[&str])> = vec![
@@ -278,6 +407,27 @@ fn hostile_bundles_are_refused_naming_the_entry_and_nothing_outside_is_touched()
         (
             "unlisted",
             vec![top, ("b/MANIFEST", F, &man, None), (good[0].0, F, good[0].1, None), ("b/extra", F, b"e", None)],
+            &[],
+        ),
+        ("deep", vec![top, (&deep, F, b"x", None)], &[]),
+        ("long-path", vec![top, (&long_path, F, b"x", None)], &[]),
+        ("long-component", vec![top, (&long_component, F, b"x", None)], &[]),
+        ("home-entry", vec![top, ("b/~root", D, b"", None), ("b/~root/x", F, b"x", None)], &[]),
+        ("manifest-twice", vec![top, ("b/MANIFEST", F, &twice_man, None), (good[0].0, F, good[0].1, None)], &[]),
+        ("manifest-home", vec![top, ("b/MANIFEST", F, &home_man, None), (good[0].0, F, good[0].1, None)], &[]),
+        (
+            "unknown-key-in-bundle-json",
+            vec![top, ("b/MANIFEST", F, &extra_man, None), ("b/BUNDLE.json", F, &extra_info, None)],
+            &[],
+        ),
+        (
+            "unknown-package-key-in-bundle-json",
+            vec![top, ("b/MANIFEST", F, &pkg_man, None), ("b/BUNDLE.json", F, &pkg_info, None)],
+            &[],
+        ),
+        (
+            "home-in-bundle-json",
+            vec![top, ("b/MANIFEST", F, &home_info_man, None), ("b/BUNDLE.json", F, &home_info, None)],
             &[],
         ),
         (

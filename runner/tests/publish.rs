@@ -390,3 +390,61 @@ fn replay_says_plainly_when_a_pinned_package_left_the_archive() {
     assert!(text.contains("linux-image-6.1.0-50-cloud-amd64 6.1.176-1 cannot be had"), "{text}");
     assert!(text.contains("404") && text.contains("--with-images"), "{text}");
 }
+
+/// SIGINT or SIGTERM while `vmrepro replay` unpacks and checks a bundle (here: blocked
+/// fetching a pinned package from an archive that accepts and never answers) removes
+/// the replay's private temp folder, and the exit code says "interrupted".
+#[test]
+fn replay_removes_its_temp_folder_on_a_signal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, cache) = private_run(tmp.path());
+    let out = tmp.path().join("b.tar.gz");
+    bundle(&dir, &out, &BundleOptions { with_images: false, cache, identity: identity(), images: None }).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().flatten() {
+            held.push(s);
+            let _ = tx.send(());
+        }
+    });
+    for sig in [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGTERM] {
+        let tmpdir = tmp.path().join(format!("tmpdir-{sig}"));
+        std::fs::create_dir(&tmpdir).unwrap();
+        let mut child = std::process::Command::new(support::vmrepro_bin())
+            .args(["replay", &out.display().to_string(), "--results", &tmp.path().join("r").display().to_string()])
+            .env("TMPDIR", &tmpdir)
+            .env("VMREPRO_CACHE_DIR", tmp.path().join(format!("cache-{sig}")))
+            .env("VMREPRO_DEBIAN_MIRROR", format!("http://127.0.0.1:{port}/debian"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        if rx.recv_timeout(std::time::Duration::from_secs(60)).is_err() {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("replay never reached the archive: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        let names = |d: &Path| -> Vec<String> {
+            std::fs::read_dir(d).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()
+        };
+        let before = names(&tmpdir);
+        assert!(before.iter().any(|n| n.starts_with("vmrepro-replay-")), "no temp folder while blocked: {before:?}");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+        let start = std::time::Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(start.elapsed().as_secs() < 30, "replay did not end on {sig}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(vmrepro::exit::INTERRUPTED), "{sig}: {err}");
+        assert!(err.contains("temp folder") && err.contains("is removed"), "{err}");
+        assert_eq!(names(&tmpdir), Vec::<String>::new(), "{sig} left the temp folder");
+    }
+}

@@ -47,12 +47,16 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::measure::analysis::MeasurementResult;
+use crate::measure::analysis::{MeasurementResult, Outcome};
+use crate::path_io::Folder;
 use crate::plan::ProfilePlan;
+use crate::run::record::{RunDirError, StepStatus};
 use crate::scenarios::nfs_read;
 
 /// `results.json`'s schema version.
 pub const RESULTS_SCHEMA: u32 = 3;
+/// The oldest `results.json` schema this vmrepro reads ([`read_results`]).
+pub const OLDEST_RESULTS_SCHEMA: u32 = 2;
 /// Name of the results in a run folder.
 pub const RESULTS_FILE: &str = "results.json";
 
@@ -130,4 +134,61 @@ pub struct FileFact {
     pub sha256: String,
     /// SHA-256 of the guest's copy (`sha256sum`; `None`: the step did not run).
     pub guest_sha256: Option<String>,
+}
+
+/// Reads `results.json` (`rel`) of a run folder or bundle through `folder` (no link
+/// followed, a regular file, at most [`crate::path_io::MAX_JSON_BYTES`]), refusing a
+/// schema outside [`OLDEST_RESULTS_SCHEMA`]..=[`RESULTS_SCHEMA`].
+///
+/// Schema 2 files written before iterations had an `outcome` (vmrepro before pass/fail
+/// outcomes, which did not change the schema number) read with the outcome their
+/// `status` and `exit_status` give: `timed_out` → timed out, `error` → crashed, an exit
+/// status → that exit, otherwise not run (those files recorded no signal); a VM's
+/// `outcomes` are its iterations' outcomes in order.
+///
+/// Errors: [`RunDirError::File`] (refused or unreadable), [`RunDirError::ResultsSchema`],
+/// [`RunDirError::Json`] naming the file, line and column.
+pub fn read_results(folder: &Folder, rel: &str) -> Result<Results, RunDirError> {
+    let path = folder.display(rel);
+    let bytes = folder.read(rel, crate::path_io::MAX_JSON_BYTES)?;
+    let json = |e: serde_json::Error| RunDirError::Json { path: path.clone(), message: e.to_string() };
+    #[derive(Deserialize)]
+    struct Version {
+        schema: u32,
+    }
+    let v: Version = serde_json::from_slice(&bytes).map_err(json)?;
+    if !(OLDEST_RESULTS_SCHEMA..=RESULTS_SCHEMA).contains(&v.schema) {
+        return Err(RunDirError::ResultsSchema { path, found: v.schema });
+    }
+    if v.schema == RESULTS_SCHEMA {
+        return serde_json::from_slice(&bytes).map_err(json);
+    }
+    let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(json)?;
+    for m in value.get_mut("measurements").and_then(|m| m.as_array_mut()).into_iter().flatten() {
+        for vm in m.get_mut("vms").and_then(|v| v.as_array_mut()).into_iter().flatten() {
+            let mut outcomes = Vec::new();
+            for it in vm.get_mut("iterations").and_then(|i| i.as_array_mut()).into_iter().flatten() {
+                let Some(obj) = it.as_object_mut() else { continue };
+                if let Some(o) = obj.get("outcome") {
+                    outcomes.push(o.clone());
+                    continue;
+                }
+                let status: Option<StepStatus> = obj.get("status").and_then(|s| serde_json::from_value(s.clone()).ok());
+                let exit = obj.get("exit_status").and_then(|e| e.as_i64()).and_then(|e| i32::try_from(e).ok());
+                let outcome = match (status, exit) {
+                    (Some(StepStatus::TimedOut), _) => Outcome::TimedOut,
+                    (Some(StepStatus::Error), _) => Outcome::Crashed,
+                    (_, Some(status)) => Outcome::Exited { status },
+                    _ => Outcome::NotRun,
+                };
+                let outcome = serde_json::to_value(outcome).expect("serializable");
+                outcomes.push(outcome.clone());
+                obj.insert("outcome".into(), outcome);
+            }
+            if let Some(obj) = vm.as_object_mut() {
+                obj.entry("outcomes").or_insert(serde_json::Value::Array(outcomes));
+            }
+        }
+    }
+    serde_json::from_value(value).map_err(json)
 }

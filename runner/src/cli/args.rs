@@ -283,6 +283,7 @@ impl BudgetArgs {
             total_bytes: self.max_unpacked_bytes,
             file_bytes: self.max_file_bytes,
             entries: self.max_entries,
+            ..Default::default()
         }
     }
 }

@@ -11,15 +11,21 @@ use crate::events::{Event, EventSink};
 /// installed when this is first polled, and stay installed: a second signal while the
 /// run tears down (which is bounded, see `Vm::shutdown`) doesn't kill the runner
 /// half-way through its cleanup.
-pub async fn interrupted() {
+///
+/// The handlers are installed by the call itself, not by the first poll, so a signal
+/// between the call and the first `await` is not lost to the default action (must be
+/// called inside the tokio runtime).
+pub fn interrupted() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
-        _ = hup.recv() => {}
+    async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
     }
 }
 

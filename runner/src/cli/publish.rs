@@ -65,6 +65,19 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
+/// Removes `dir` while another thread may still be writing into it: once a folder is
+/// unlinked nothing new can be created in it, so a few tries empty it.
+fn remove_while_written(dir: &Path) {
+    for _ in 0..50 {
+        match std::fs::remove_dir_all(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            _ => return,
+        }
+    }
+}
+
 /// `vmrepro replay`.
 pub(super) async fn replay(
     bundle: &Path,
@@ -75,17 +88,39 @@ pub(super) async fn replay(
     pin: bool,
     budget: crate::publish::bundle::Budget,
 ) -> i32 {
-    use crate::publish::replay::{prepare, ReplayError, ReplayOptions};
+    use crate::publish::replay::{prepare_in, replay_temp, ReplayError, ReplayOptions};
+    let config_or_infra = |e: &ReplayError| match e {
+        ReplayError::Bundle(_) | ReplayError::Suite(_) => exit::CONFIG_ERROR,
+        _ => exit::INFRASTRUCTURE,
+    };
+    // Installed before anything is unpacked: SIGINT/SIGTERM/SIGHUP while the bundle is
+    // unpacked and its packages fetched removes the temp folder (the run itself
+    // handles signals below, and the folder goes with `prepared`).
+    let signal = interrupted();
+    let tmp = match replay_temp() {
+        Ok(t) => t,
+        Err(e) => {
+            errln!("error: {e}");
+            return config_or_infra(&e);
+        }
+    };
+    let tmp_path = tmp.path().to_path_buf();
     let prepared = {
         let (b, c) = (bundle.to_path_buf(), cache.clone());
-        match tokio::task::spawn_blocking(move || prepare(&b, &c, &budget)).await.expect("prepare task") {
-            Ok(p) => p,
-            Err(e) => {
-                errln!("error: {e}");
-                return match e {
-                    ReplayError::Bundle(_) | ReplayError::Suite(_) => exit::CONFIG_ERROR,
-                    _ => exit::INFRASTRUCTURE,
-                };
+        let task = tokio::task::spawn_blocking(move || prepare_in(tmp, &b, &c, &budget));
+        tokio::select! {
+            r = task => match r.expect("prepare task") {
+                Ok(p) => p,
+                Err(e) => {
+                    errln!("error: {e}");
+                    return config_or_infra(&e);
+                }
+            },
+            () = signal => {
+                remove_while_written(&tmp_path);
+                errln!("interrupted: the replay's temp folder {} is removed", tmp_path.display());
+                // The unpacking thread may be blocked (a download): don't wait for it.
+                std::process::exit(exit::INTERRUPTED);
             }
         }
     };

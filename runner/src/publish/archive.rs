@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::bundle::{io, BundleError, BundleInfo, Entry, BUNDLE_FILE, BUNDLE_SCHEMA, MANIFEST_FILE, MTIME};
 use crate::path_io::{check_relative, FileError, Folder, Kind};
-use crate::run::record::read_json_in;
+use crate::run::record::{read_json_in, RunDirError};
 
 /// How a bundle is compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +101,14 @@ pub struct Budget {
     pub file_bytes: u64,
     /// Entries, files and folders together (default [`Budget::DEFAULT_ENTRIES`]).
     pub entries: u64,
+    /// Components of one entry's path, the top folder included (default
+    /// [`Budget::DEFAULT_DEPTH`]).
+    pub depth: usize,
+    /// One entry's whole path, bytes (default [`Budget::DEFAULT_PATH_BYTES`]).
+    pub path_bytes: usize,
+    /// One component of an entry's path, bytes (default
+    /// [`Budget::DEFAULT_COMPONENT_BYTES`], Linux's `NAME_MAX`).
+    pub component_bytes: usize,
 }
 
 impl Budget {
@@ -110,6 +118,13 @@ impl Budget {
     pub const DEFAULT_FILE_BYTES: u64 = 1 << 30;
     /// 20 000 entries.
     pub const DEFAULT_ENTRIES: u64 = 20_000;
+    /// 32 components: the deepest path `vmrepro bundle` writes has 7
+    /// (`<top>/project/images/rootfs/<name>/overlay/sbin/…`) plus the overlay's own.
+    pub const DEFAULT_DEPTH: usize = 32;
+    /// 1024 bytes per path.
+    pub const DEFAULT_PATH_BYTES: usize = 1024;
+    /// 255 bytes per component (`NAME_MAX`).
+    pub const DEFAULT_COMPONENT_BYTES: usize = 255;
 }
 
 impl Default for Budget {
@@ -118,6 +133,9 @@ impl Default for Budget {
             total_bytes: Budget::DEFAULT_TOTAL_BYTES,
             file_bytes: Budget::DEFAULT_FILE_BYTES,
             entries: Budget::DEFAULT_ENTRIES,
+            depth: Budget::DEFAULT_DEPTH,
+            path_bytes: Budget::DEFAULT_PATH_BYTES,
+            component_bytes: Budget::DEFAULT_COMPONENT_BYTES,
         }
     }
 }
@@ -145,10 +163,48 @@ fn entry_kind(t: tar::EntryType) -> String {
     }
 }
 
+/// An entry's path for a message: at most 120 bytes of it (a hostile path can be
+/// kilobytes long), quoted.
+fn shown(raw: &str) -> String {
+    if raw.len() <= 120 {
+        return format!("{raw:?}");
+    }
+    let mut end = 120;
+    while !raw.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}… ({} bytes)", &raw[..end], raw.len())
+}
+
+/// Checks an entry's path against the budget's depth and length limits.
+fn check_shape(raw: &str, name: &str, budget: &Budget) -> Result<(), String> {
+    if name.len() > budget.path_bytes {
+        return Err(format!("entry {} has a path longer than {} bytes", shown(raw), budget.path_bytes));
+    }
+    let depth = name.split('/').count();
+    if depth > budget.depth {
+        return Err(format!(
+            "entry {} is nested {depth} folders deep; a bundle's paths have at most {} components",
+            shown(raw),
+            budget.depth
+        ));
+    }
+    if let Some(c) = name.split('/').find(|c| c.len() > budget.component_bytes) {
+        return Err(format!(
+            "entry {} has a component of {} bytes; at most {} bytes each",
+            shown(raw),
+            c.len(),
+            budget.component_bytes
+        ));
+    }
+    Ok(())
+}
+
 /// Unpacks `bundle` into the empty folder `into` within `budget` and checks every
 /// file against its `MANIFEST` ([`verify`]). Only regular files and folders under one
 /// top folder are unpacked; every other entry is refused by name, never dropped: an
-/// absolute path, a `..` component, a symbolic or hard link, a device or pipe, a
+/// absolute path, a `..` component, a `~`-prefixed component, a path deeper or
+/// longer than the budget allows, a symbolic or hard link, a device or pipe, a
 /// second copy of a path, an entry outside the top folder. Every file is written
 /// through [`Folder`] (no link followed).
 ///
@@ -202,14 +258,21 @@ pub fn extract_with(bundle: &Path, into: &Path, budget: &Budget) -> Result<Extra
         }
         let name = raw.trim_end_matches('/').to_string();
         if raw.starts_with('/') {
-            return Err(bad(format!("entry {raw:?} has an absolute path; a bundle holds relative paths only")));
+            return Err(bad(format!("entry {} has an absolute path; a bundle holds relative paths only", shown(&raw))));
         }
         if name.split('/').any(|c| c == "..") {
-            return Err(bad(format!("entry {raw:?} has a `..` component; a bundle's paths stay inside it")));
+            return Err(bad(format!("entry {} has a `..` component; a bundle's paths stay inside it", shown(&raw))));
         }
         if name.is_empty() || name.split('/').any(|c| c.is_empty() || c == ".") {
-            return Err(bad(format!("entry {raw:?} is not a plain path")));
+            return Err(bad(format!("entry {} is not a plain path", shown(&raw))));
         }
+        if name.split('/').any(|c| c.starts_with('~')) {
+            return Err(bad(format!(
+                "entry {} has a component starting with `~`; a bundle's paths are never home folders",
+                shown(&raw)
+            )));
+        }
+        check_shape(&raw, &name, budget).map_err(bad)?;
         let is_dir = match kind {
             tar::EntryType::Regular | tar::EntryType::Continuous => false,
             tar::EntryType::Directory => true,
@@ -290,13 +353,16 @@ pub fn verify(top: &Path) -> Result<BundleInfo, BundleError> {
         Err(FileError::Io(_)) => return Err(bad("no MANIFEST".into())),
         Err(e) => return Err(bad(format!("MANIFEST: {e}"))),
     };
-    let mut listed = BTreeSet::new();
+    let mut listed = BTreeMap::new();
     for (n, line) in manifest.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let (sum, path) = line
             .split_once("  ")
             .ok_or_else(|| bad(format!("MANIFEST line {}: {line:?} is not \"SHA256  PATH\"", n + 1)))?;
         check_relative(path, top)
             .map_err(|_| bad(format!("MANIFEST line {} names {path:?}, not a plain relative path", n + 1)))?;
+        if let Some(first) = listed.get(path) {
+            return Err(bad(format!("MANIFEST line {} lists {path} again (first on line {first})", n + 1)));
+        }
         let got = match folder.sha256(path, u64::MAX) {
             Ok(g) => g,
             Err(FileError::Io(_)) => return Err(bad(format!("{path} is listed in MANIFEST but missing"))),
@@ -305,19 +371,24 @@ pub fn verify(top: &Path) -> Result<BundleInfo, BundleError> {
         if got != sum {
             return Err(bad(format!("{path}: SHA-256 {got}, MANIFEST says {sum}: the bundle is damaged")));
         }
-        listed.insert(path.to_string());
+        listed.insert(path.to_string(), n + 1);
     }
     for (rel, kind) in folder.walk().map_err(|e| bad(e.to_string()))? {
         match kind {
             Kind::Folder => {}
-            Kind::File(_) if rel == MANIFEST_FILE || listed.contains(&rel) => {}
+            Kind::File(_) if rel == MANIFEST_FILE || listed.contains_key(&rel) => {}
             Kind::File(_) => return Err(bad(format!("{rel} is not listed in MANIFEST"))),
             Kind::Other(what) => {
                 return Err(bad(format!("{rel} is {what}; a bundle holds only regular files and folders")))
             }
         }
     }
-    let info: BundleInfo = read_json_in(&folder, BUNDLE_FILE).map_err(|e| bad(e.to_string()))?;
+    // Named relative to the bundle (the temp folder it is unpacked in says nothing);
+    // an unknown key is an error naming it (`deny_unknown_fields`).
+    let info: BundleInfo = read_json_in(&folder, BUNDLE_FILE).map_err(|e| match e {
+        RunDirError::Json { message, .. } => bad(format!("{BUNDLE_FILE}: {message}")),
+        e => bad(e.to_string()),
+    })?;
     if info.schema != BUNDLE_SCHEMA {
         return Err(bad(format!("bundle schema {} (this vmrepro reads {BUNDLE_SCHEMA})", info.schema)));
     }

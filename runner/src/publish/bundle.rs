@@ -61,6 +61,7 @@ pub(super) const MTIME: u64 = 1_704_067_200;
 
 /// `BUNDLE.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BundleInfo {
     /// [`BUNDLE_SCHEMA`].
     pub schema: u32,
@@ -94,6 +95,7 @@ pub struct BundleInfo {
 
 /// A pinned kernel package inside the bundle.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BundledPackage {
     /// Package name.
     pub package: String,
@@ -107,6 +109,7 @@ pub struct BundledPackage {
 
 /// A source-built kernel inside the bundle.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BundledKernel {
     /// [`KernelSource::label`].
     pub label: String,

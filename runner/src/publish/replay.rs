@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use super::bundle::{extract_with, Budget, BundleError, Extracted};
+use crate::analyse::results::read_results;
 use crate::analyse::{analyse_dir, analyse_read_only, AnalyseError, Analysis, Results, RESULTS_FILE};
 use crate::events::EventSink;
 use crate::infra::images::kernel::KernelSource;
@@ -20,7 +21,7 @@ use crate::path_io::Folder;
 use crate::plan::Plan;
 use crate::report::diff::{diff, Diff};
 use crate::run::environment::{self, file_sha256, Environment};
-use crate::run::record::{read_json, read_json_in, RunDirError};
+use crate::run::record::{read_record, RunDirError};
 use crate::run::{RunError, RunOptions, RunOutcome};
 
 /// Errors of replay and compare.
@@ -103,12 +104,35 @@ pub struct Prepared {
 ///
 /// Errors: the bundle is damaged or refused ([`ReplayError::Bundle`]), its suite
 /// doesn't load, a package is gone from the archive or has the wrong checksum.
+///
+/// Used by the integration tests (the command removes its temp folder on a signal,
+/// through [`replay_temp`] and [`prepare_in`]).
+#[cfg_attr(vmrepro_dead_code, allow(dead_code))]
 pub fn prepare(bundle: &Path, cache: &Cache, budget: &Budget) -> Result<Prepared, ReplayError> {
-    let tmp = tempfile::Builder::new().prefix("vmrepro-replay-").tempdir().map_err(|e| BundleError::Io {
+    prepare_in(replay_temp()?, bundle, cache, budget)
+}
+
+/// A replay's private temp folder (`$TMPDIR/vmrepro-replay-XXXXXX`, mode 0700), for
+/// [`prepare_in`]; the caller knows its path, to remove it on a signal.
+///
+/// Errors: [`BundleError::Io`].
+pub fn replay_temp() -> Result<tempfile::TempDir, ReplayError> {
+    Ok(tempfile::Builder::new().prefix("vmrepro-replay-").tempdir().map_err(|e| BundleError::Io {
         what: "creating temp folder",
         path: std::env::temp_dir(),
         source: e,
-    })?;
+    })?)
+}
+
+/// [`prepare`] unpacking into `tmp` (held by the result, removed when it is dropped).
+///
+/// Errors: as [`prepare`].
+pub fn prepare_in(
+    tmp: tempfile::TempDir,
+    bundle: &Path,
+    cache: &Cache,
+    budget: &Budget,
+) -> Result<Prepared, ReplayError> {
     let ex = extract_with(bundle, tmp.path(), budget)?;
     let suite = ex.top.join(&ex.info.suite_file);
     let images = ex.top.join(&ex.info.images_dir);
@@ -236,7 +260,7 @@ impl Prepared {
         };
         let outcome = crate::run::run(&self.plan, &run_opts, interrupt).await?;
         let then_dir = self.bundle.top.join(&self.bundle.info.run);
-        let then: Results = read_json(&then_dir.join(RESULTS_FILE)).map_err(|e| ReplayError::Run(e.into()))?;
+        let then = read_run_results(&then_dir).map_err(|e| ReplayError::Run(e.into()))?;
         let now = analyse_dir(&outcome.dir).ok();
         if let Some(a) = &now {
             let _ = crate::report::published::write_analysed(a);
@@ -287,19 +311,27 @@ pub struct Opened {
     _tmp: Option<tempfile::TempDir>,
 }
 
+/// The `results.json` of run folder `dir`, after checking its `run.json` (schema and
+/// the paths it names, [`read_record`]); both through [`Folder`] (a link, pipe or
+/// device there is refused by name).
+fn read_run_results(dir: &Path) -> Result<Results, RunDirError> {
+    read_record(dir)?;
+    read_results(&Folder::open(dir)?, RESULTS_FILE)
+}
+
 /// Opens `path`: a run folder (its `results.json`, analysed first if it has none) or a
 /// bundle (unpacked within `budget` and checked). Writes nothing into a run folder.
+/// `run.json` and `results.json` must have a schema this vmrepro reads, and a
+/// `results.json` that is a link, pipe or device is refused (never analysed around).
 ///
-/// Errors: neither, or unreadable.
+/// Errors: neither, or unreadable, or refused.
 pub fn open(path: &Path, budget: &Budget) -> Result<Opened, ReplayError> {
     if path.is_dir() {
         // Only reads: a run folder without results.json is analysed in memory.
         let folder = Folder::open(path).map_err(|e| ReplayError::Run(RunDirError::from(e).into()))?;
-        let results = if folder.is_file(RESULTS_FILE) {
-            read_json_in(&folder, RESULTS_FILE).map_err(RunError::from)?
-        } else {
-            analyse_read_only(path)?.results
-        };
+        let missing = matches!(folder.kind(RESULTS_FILE), Ok(None));
+        let results =
+            if missing { analyse_read_only(path)?.results } else { read_run_results(path).map_err(RunError::from)? };
         return Ok(Opened { results, environment: environment::read(path), _tmp: None });
     }
     let tmp = tempfile::Builder::new().prefix("vmrepro-compare-").tempdir().map_err(|e| BundleError::Io {
@@ -309,7 +341,7 @@ pub fn open(path: &Path, budget: &Budget) -> Result<Opened, ReplayError> {
     })?;
     let ex = extract_with(path, tmp.path(), budget)?;
     let dir = ex.top.join(&ex.info.run);
-    let results = read_json(&dir.join(RESULTS_FILE)).map_err(RunError::from)?;
+    let results = read_run_results(&dir).map_err(RunError::from)?;
     Ok(Opened { results, environment: environment::read(&dir), _tmp: Some(tmp) })
 }
 

@@ -93,6 +93,7 @@ pub struct HostInfo {
 
 /// vmrepro's version.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ToolInfo {
     /// Crate version.
     pub version: String,

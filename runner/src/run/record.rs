@@ -34,6 +34,19 @@ pub enum RunDirError {
         /// Its `schema`.
         found: u32,
     },
+    /// `results.json` has a schema this vmrepro does not read.
+    #[error(
+        "{}: results.json schema {found}; this vmrepro reads schemas {}..={} only",
+        path.display(),
+        crate::analyse::results::OLDEST_RESULTS_SCHEMA,
+        crate::analyse::results::RESULTS_SCHEMA
+    )]
+    ResultsSchema {
+        /// The file.
+        path: PathBuf,
+        /// Its `schema`.
+        found: u32,
+    },
     /// A JSON file of a run folder doesn't parse.
     #[error("{}: {message}", path.display())]
     Json {
@@ -350,7 +363,42 @@ pub fn read_record(dir: &Path) -> Result<RunRecord, RunDirError> {
     if v.schema != RUN_SCHEMA {
         return Err(RunDirError::Schema { path, found: v.schema });
     }
-    read_json_in(&folder, super::RUN_FILE)
+    let record: RunRecord = read_json_in(&folder, super::RUN_FILE)?;
+    record.check_paths(dir).map_err(|message| RunDirError::Json { path, message })?;
+    Ok(record)
+}
+
+impl RunRecord {
+    /// Checks that every file `run.json` names (each VM's `console_log` and
+    /// `qemu_cmdline`, each step's `stdout`, `stderr` and `diagnostics`) is a plain
+    /// relative path inside the run folder `dir`: an untrusted `run.json` can't point a
+    /// reader at a host file, and such a path is refused by its key, never read or
+    /// dropped.
+    ///
+    /// Errors: the first such path, as `vms[I] (VM).steps[J] (STEP).stdout is "…"; …`.
+    pub fn check_paths(&self, dir: &Path) -> Result<(), String> {
+        let refuse = |key: String, value: &str| {
+            Err(format!("{key} is {value:?}; every file run.json names is a plain relative path inside the run folder"))
+        };
+        for (i, v) in self.vms.iter().enumerate() {
+            let vm = format!("vms[{i}] ({})", v.name);
+            for (k, value) in [("console_log", &v.console_log), ("qemu_cmdline", &v.qemu_cmdline)] {
+                // Empty: the VM never started (no file).
+                if !value.is_empty() && crate::path_io::check_relative(value, dir).is_err() {
+                    return refuse(format!("{vm}.{k}"), value);
+                }
+            }
+            for (j, st) in v.steps.iter().enumerate() {
+                for (k, value) in [("stdout", &st.stdout), ("stderr", &st.stderr), ("diagnostics", &st.diagnostics)] {
+                    let Some(value) = value else { continue };
+                    if crate::path_io::check_relative(value, dir).is_err() {
+                        return refuse(format!("{vm}.steps[{j}] ({}).{k}", st.name), value);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,7 @@
 //! Reading a capture file: classic pcap (as QEMU's `filter-dump` and tcpdump write
 //! it), through the `pcap-file` crate, bounded in size.
 
-use std::io::Read as _;
-use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::Path;
-
-use crate::path_io::PathIo;
+use crate::path_io::{FileError, Folder};
 
 /// Largest capture file read, bytes (a run's capture stops at its own cap, 64 MiB by
 /// default; a larger file is not one this tool wrote).
@@ -26,17 +22,10 @@ pub struct Frame {
 /// What reading a capture meets.
 #[derive(Debug, thiserror::Error)]
 pub enum PcapError {
-    /// The file could not be opened or read.
+    /// The file could not be read, or was refused (a link, not a regular file, larger
+    /// than [`MAX_CAPTURE_BYTES`]).
     #[error(transparent)]
-    Io(#[from] PathIo),
-    /// Not a regular file, or larger than [`MAX_CAPTURE_BYTES`].
-    #[error("{}: {reason}", path.display())]
-    NotACapture {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Why.
-        reason: String,
-    },
+    File(#[from] FileError),
     /// The pcap structure is broken at frame `frame` (1-based), byte `offset`.
     #[error("{}: frame {frame} at byte {offset}: {message}", path.display())]
     Format {
@@ -59,28 +48,21 @@ pub enum PcapError {
     },
 }
 
-/// Reads the capture at `path` (not following a symbolic link, a regular file of at
-/// most [`MAX_CAPTURE_BYTES`]). A capture cut in the middle of its last frame (QEMU
-/// stopped while writing) keeps the frames before it.
-pub fn read_capture(path: &Path) -> Result<Vec<Frame>, PcapError> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(PathIo::on("opening", path))?;
-    let meta = file.metadata().map_err(PathIo::on("reading", path))?;
-    let not = |reason: String| PcapError::NotACapture { path: path.to_path_buf(), reason };
-    if !meta.is_file() {
-        return Err(not("not a regular file".into()));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_CAPTURE_BYTES + 1).read_to_end(&mut bytes).map_err(PathIo::on("reading", path))?;
-    if bytes.len() as u64 > MAX_CAPTURE_BYTES {
-        return Err(not(format!("larger than {MAX_CAPTURE_BYTES} bytes")));
-    }
+/// Reads the capture `rel` inside the run folder `folder` through the confined layer:
+/// no symbolic link followed (on the way or at the end), a regular file (a named pipe
+/// or device is refused before any open that could block), its size checked from its
+/// metadata against [`MAX_CAPTURE_BYTES`] before it is read. A capture cut in the
+/// middle of its last frame (QEMU stopped while writing) keeps the frames before it.
+///
+/// Errors: [`PcapError::File`] (`… is a symbolic link; …`, `… is a named pipe, not a
+/// regular file`, `… is larger than N bytes`), [`PcapError::Format`],
+/// [`PcapError::LinkType`].
+pub fn read_capture_in(folder: &Folder, rel: &str) -> Result<Vec<Frame>, PcapError> {
+    let bytes = folder.read(rel, MAX_CAPTURE_BYTES)?;
+    let path = folder.display(rel);
     parse_capture(&bytes).map_err(|(frame, offset, message)| match message {
-        Some(m) => PcapError::Format { path: path.to_path_buf(), frame, offset, message: m },
-        None => PcapError::LinkType { path: path.to_path_buf(), linktype: frame as u32 },
+        Some(m) => PcapError::Format { path, frame, offset, message: m },
+        None => PcapError::LinkType { path, linktype: frame as u32 },
     })
 }
 

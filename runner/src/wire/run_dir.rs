@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use super::decode::decode;
-use super::pcap::{read_capture, PcapError};
+use super::pcap::{read_capture_in, PcapError};
 use super::summary::WireSummary;
+use crate::path_io::{Folder, Kind};
 
 /// A capture's file name inside its VM's folder.
 pub const CAPTURE_FILE: &str = "capture.pcap";
@@ -43,33 +44,37 @@ pub struct VmWire {
     pub start_us: u64,
 }
 
-/// `true` when `p` is a folder itself, not a symbolic link to one (a run folder is
-/// untrusted input: nothing is read through a link out of it).
-fn real_dir(p: &Path) -> bool {
-    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
-}
-
 /// Reads the capture of VM `vm`, or of every VM with one (sorted by name), from the run
-/// folder `run`. A VM name is a plain file name (the suite's VM names are); `vms/` and
-/// `vms/VM/` must be folders, not links, and the capture a regular file.
+/// folder `run`, through the confined layer ([`Folder`]). A VM name is a plain file
+/// name (the suite's VM names are). A capture that is a symbolic link, a named pipe or
+/// device, or larger than [`super::pcap::MAX_CAPTURE_BYTES`] is refused by name (never
+/// skipped); so is a named VM whose folder is a link. Listing every VM skips entries of
+/// `vms/` that are not folders (links included: nothing is read through them).
+///
+/// Errors: [`WireError::NoCapture`], [`WireError::NoCaptures`], [`WireError::Pcap`].
 pub fn run_captures(run: &Path, vm: Option<&str>) -> Result<Vec<VmWire>, WireError> {
-    let vms = run.join("vms");
-    let vms_ok = real_dir(&vms);
+    let folder = Folder::open(run).map_err(PcapError::from)?;
+    let vms_ok = matches!(folder.kind("vms"), Ok(Some(Kind::Folder)));
+    let capture = |v: &str| format!("vms/{v}/{CAPTURE_FILE}");
     let names: Vec<String> = match vm {
         Some(v) => {
             let plain = !v.is_empty() && !v.contains('/') && v != "." && v != "..";
-            if !plain || !vms_ok || !real_dir(&vms.join(v)) || !vms.join(v).join(CAPTURE_FILE).is_file() {
+            // Anything at the capture's place (a link, a pipe) is read below and refused
+            // by name; only "nothing there" is "no capture".
+            let there = plain && vms_ok && !matches!(folder.kind(&capture(v)), Ok(None));
+            if !there {
                 return Err(WireError::NoCapture { run: run.to_path_buf(), vm: v.to_string() });
             }
             vec![v.to_string()]
         }
         None => {
-            let mut n: Vec<String> = std::fs::read_dir(&vms)
+            let mut n: Vec<String> = if vms_ok { std::fs::read_dir(run.join("vms")).ok() } else { None }
                 .into_iter()
                 .flatten()
                 .flatten()
-                .filter(|e| vms_ok && real_dir(&e.path()) && e.path().join(CAPTURE_FILE).is_file())
                 .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|v| matches!(folder.kind(&format!("vms/{v}")), Ok(Some(Kind::Folder))))
+                .filter(|v| !matches!(folder.kind(&capture(v)), Ok(None)))
                 .collect();
             n.sort();
             if n.is_empty() {
@@ -81,7 +86,7 @@ pub fn run_captures(run: &Path, vm: Option<&str>) -> Result<Vec<VmWire>, WireErr
     names
         .into_iter()
         .map(|vm| {
-            let frames = read_capture(&vms.join(&vm).join(CAPTURE_FILE))?;
+            let frames = read_capture_in(&folder, &capture(&vm))?;
             let start_us = frames.first().map_or(0, |f| f.time_us);
             Ok(VmWire { summary: WireSummary::of(&decode(&frames), None), vm, start_us })
         })
@@ -92,7 +97,8 @@ pub fn run_captures(run: &Path, vm: Option<&str>) -> Result<Vec<VmWire>, WireErr
 mod tests {
     use super::*;
 
-    /// A VM folder that is a link out of the run is not read through.
+    /// A VM folder that is a link out of the run is not read through: refused by name
+    /// when named, skipped when listing.
     #[test]
     fn a_linked_vm_folder_is_not_followed() {
         let out = tempfile::tempdir().unwrap();
@@ -100,7 +106,8 @@ mod tests {
         let run = tempfile::tempdir().unwrap();
         std::fs::create_dir(run.path().join("vms")).unwrap();
         std::os::unix::fs::symlink(out.path(), run.path().join("vms/a")).unwrap();
-        assert!(matches!(run_captures(run.path(), Some("a")), Err(WireError::NoCapture { .. })));
+        let named = run_captures(run.path(), Some("a")).unwrap_err().to_string();
+        assert!(named.contains("vms/a is a symbolic link"), "{named}");
         assert!(matches!(run_captures(run.path(), None), Err(WireError::NoCaptures { .. })));
         std::fs::create_dir(run.path().join("vms/b")).unwrap();
         std::fs::write(run.path().join("vms/b").join(CAPTURE_FILE), crate::wire::pcap::tests::pcap_bytes(&[])).unwrap();

@@ -473,7 +473,8 @@ fn appendix_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -
                 let rel = step.and_then(|s| s.stdout.clone()).unwrap_or_default();
                 (
                     format!("{}, {} repeat {} ({rel})", v.vm, m.name, it.iteration),
-                    step.and_then(|s| s.stdout_text(&a.dir).ok()).unwrap_or_default(),
+                    step.map(|s| s.stdout_text(&a.dir).unwrap_or_else(|e| format!("(not read: {e})")))
+                        .unwrap_or_default(),
                 )
             };
             s.push(Block::Raw { caption, text });
@@ -482,7 +483,8 @@ fn appendix_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -
     if s.blocks.is_empty() {
         for v in &rec.vms {
             for st in v.steps.iter().filter(|s| s.stdout.is_some()) {
-                let text = st.stdout_text(&a.dir).unwrap_or_default();
+                // Named, never silently dropped: a link or pipe there says so.
+                let text = st.stdout_text(&a.dir).unwrap_or_else(|e| format!("(not read: {e})"));
                 s.push(Block::Raw {
                     caption: format!("{}/{} ({})", v.name, st.name, st.stdout.as_deref().unwrap_or("")),
                     text,
