@@ -732,6 +732,31 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_action_says_how_and_quotes_its_output() {
+        let a = ActionResult {
+            key: "each.before[0]".into(),
+            vm: "server".into(),
+            command: "rpc.nfsd 0".into(),
+            step: "action-before-1-client-m-1".into(),
+            status: StepStatus::Failed,
+            exit_code: Some(1),
+            output: "rpc.nfsd: unable to \"stop\"\nline 2".into(),
+            stdout: Some("vms/server/02-action-before-1-client-m-1.stdout".into()),
+            error: None,
+        };
+        assert_eq!(a.failure().as_deref(), Some(r#"exited 1: "rpc.nfsd: unable to \"stop\"\nline 2""#));
+        let skipped = ActionResult {
+            status: StepStatus::Skipped,
+            exit_code: None,
+            error: Some("dependency server/x did not pass".into()),
+            ..a.clone()
+        };
+        assert_eq!(skipped.failure().as_deref(), Some("did not run: dependency server/x did not pass"));
+        assert_eq!(ActionResult { status: StepStatus::Passed, ..a }.failure(), None);
+        assert_eq!(Outcome::ActionFailed.to_string(), "action failed");
+    }
+
+    #[test]
     fn metric_values_come_from_time_metrics_and_counters() {
         let i = iteration();
         assert_eq!(metric_value("elapsed_s", &i), Some(2.5));

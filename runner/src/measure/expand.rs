@@ -203,3 +203,114 @@ fn add_actions(
 pub fn action_script(command: &str) -> String {
     format!("exec 2>&1\nsh -c {}\n", shell_quote(command))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::plan::{Plan, Until};
+
+    /// A server and two measured clients; `extra` goes into the measurement.
+    fn plan(extra: &str) -> Plan {
+        let text = format!(
+            "name: demo\nnetwork: {{subnet: 10.80.0.0/24}}\nvms:\n\
+             - {{name: server, kernel: {{debian: \"6.1\"}}, address: 10.80.0.1}}\n\
+             - {{name: a, kernel: {{debian: \"6.1\"}}, address: 10.80.0.10}}\n\
+             - {{name: b, kernel: {{debian: \"6.1\"}}, address: 10.80.0.11}}\n\
+             measure:\n  - name: m\n    on: [a, b]\n    repeat: 2\n    run: 'true'\n    after: [server]\n{extra}"
+        );
+        let file = crate::schema::load::parse_suite(Path::new("demo.yaml"), text).expect("parses");
+        let images = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images");
+        let catalog = crate::infra::images::Catalog::load(&images).expect("images/");
+        crate::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Step `step` of VM `vm`, and what it waits for as `vm/step:until`.
+    fn waits(p: &Plan, vm: &str, step: &str) -> Vec<String> {
+        let v = p.vms.iter().find(|v| v.name == vm).expect("VM");
+        let s = v.steps.iter().find(|s| s.name == step).unwrap_or_else(|| panic!("{vm}/{step}"));
+        s.after
+            .iter()
+            .map(|d| {
+                let until = match d.until {
+                    Until::Passed => "passed",
+                    Until::Ended => "ended",
+                    Until::PassedElseSkip => "else-skip",
+                };
+                format!("{d}:{until}")
+            })
+            .collect()
+    }
+
+    const EACH: &str = "    each:\n      before: [{on: server, run: r1}, {on: server, run: r2}]\n      after: [{on: server, run: a1}]\n";
+
+    #[test]
+    fn sequential_actions_surround_every_iteration_in_order() {
+        let p = plan(EACH);
+        let server: Vec<&str> = p.vms[0].steps.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            server,
+            [
+                "action-before-1-a-m-1",
+                "action-before-2-a-m-1",
+                "action-after-1-a-m-1",
+                "action-before-1-b-m-1",
+                "action-before-2-b-m-1",
+                "action-after-1-b-m-1",
+                "action-before-1-a-m-2",
+                "action-before-2-a-m-2",
+                "action-after-1-a-m-2",
+                "action-before-1-b-m-2",
+                "action-before-2-b-m-2",
+                "action-after-1-b-m-2",
+            ]
+        );
+        // The first action waits for what the iteration waits for, the next for it.
+        assert_eq!(waits(&p, "server", "action-before-1-b-m-1"), ["server:else-skip", "server/action-after-1-a-m-1:ended"]);
+        assert_eq!(waits(&p, "server", "action-before-2-b-m-1"), ["server/action-before-1-b-m-1:else-skip"]);
+        assert_eq!(
+            waits(&p, "b", "m-1"),
+            [
+                "server:passed",
+                "server/action-after-1-a-m-1:ended",
+                "server/action-before-1-b-m-1:else-skip",
+                "server/action-before-2-b-m-1:else-skip"
+            ]
+        );
+        assert_eq!(waits(&p, "server", "action-after-1-b-m-1"), ["b/m-1:ended"]);
+        let m = &p.measurements[0];
+        let steps: Vec<&str> = m.iterations[1].actions.iter().map(|a| a.step.as_str()).collect();
+        assert_eq!(steps, ["action-before-1-b-m-1", "action-before-2-b-m-1", "action-after-1-b-m-1"]);
+        assert_eq!(m.actions[2].key(), "each.after[0]");
+        assert!(p.vms[0].steps[0].script.contains("sh -c 'r1'"), "{}", p.vms[0].steps[0].script);
+    }
+
+    #[test]
+    fn concurrent_actions_surround_every_round() {
+        let p = plan(&format!("    concurrent: true\n{EACH}"));
+        let server: Vec<&str> = p.vms[0].steps.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            server,
+            ["action-before-1-m-1", "action-before-2-m-1", "action-after-1-m-1", "action-before-1-m-2", "action-before-2-m-2", "action-after-1-m-2"]
+        );
+        assert_eq!(waits(&p, "server", "action-after-1-m-1"), ["a/m-1:ended", "b/m-1:ended"]);
+        assert_eq!(waits(&p, "server", "action-before-1-m-2"), ["server:else-skip", "server/action-after-1-m-1:ended"]);
+        for vm in ["a", "b"] {
+            assert_eq!(
+                waits(&p, vm, "m-2"),
+                ["server:passed", "server/action-before-1-m-2:else-skip", "server/action-before-2-m-2:else-skip"]
+            );
+        }
+        let m = &p.measurements[0];
+        assert!(m.iterations.iter().all(|i| i.actions.len() == 3), "{:?}", m.iterations);
+    }
+
+    #[test]
+    fn concurrent_rounds_with_only_before_actions_wait_for_the_round_before() {
+        let p = plan("    concurrent: true\n    each: {before: [{on: server, run: r1}]}\n");
+        assert_eq!(
+            waits(&p, "server", "action-before-1-m-2"),
+            ["server:else-skip", "a/m-1:ended", "b/m-1:ended"]
+        );
+    }
+}

@@ -559,6 +559,17 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_failed_passed_else_skip_dependency_skips_only_the_step() {
+        let (tx, mut rx) = watch::channel(BTreeMap::new());
+        tx.send_modify(|m| {
+            m.insert(Dependency::step("server", "action-before-1-a-m-1"), false);
+        });
+        let dep = Dependency::passed_else_skip("server", "action-before-1-a-m-1");
+        let waited = wait_deps(&mut rx, &step(vec![dep]), Duration::from_secs(1)).await;
+        assert!(matches!(waited, Wait::Skip(why) if why.contains("server/action-before-1-a-m-1")));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_dependency_that_never_ends_ends_the_wait_at_the_steps_timeout() {
         let (tx, mut rx) = watch::channel(BTreeMap::new());
         let dep = Dependency::step("bravo", "t1");
