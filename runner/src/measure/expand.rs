@@ -266,7 +266,10 @@ mod tests {
             ]
         );
         // The first action waits for what the iteration waits for, the next for it.
-        assert_eq!(waits(&p, "server", "action-before-1-b-m-1"), ["server:else-skip", "server/action-after-1-a-m-1:ended"]);
+        assert_eq!(
+            waits(&p, "server", "action-before-1-b-m-1"),
+            ["server:else-skip", "server/action-after-1-a-m-1:ended"]
+        );
         assert_eq!(waits(&p, "server", "action-before-2-b-m-1"), ["server/action-before-1-b-m-1:else-skip"]);
         assert_eq!(
             waits(&p, "b", "m-1"),
@@ -291,7 +294,14 @@ mod tests {
         let server: Vec<&str> = p.vms[0].steps.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
             server,
-            ["action-before-1-m-1", "action-before-2-m-1", "action-after-1-m-1", "action-before-1-m-2", "action-before-2-m-2", "action-after-1-m-2"]
+            [
+                "action-before-1-m-1",
+                "action-before-2-m-1",
+                "action-after-1-m-1",
+                "action-before-1-m-2",
+                "action-before-2-m-2",
+                "action-after-1-m-2"
+            ]
         );
         assert_eq!(waits(&p, "server", "action-after-1-m-1"), ["a/m-1:ended", "b/m-1:ended"]);
         assert_eq!(waits(&p, "server", "action-before-1-m-2"), ["server:else-skip", "server/action-after-1-m-1:ended"]);
@@ -308,9 +318,6 @@ mod tests {
     #[test]
     fn concurrent_rounds_with_only_before_actions_wait_for_the_round_before() {
         let p = plan("    concurrent: true\n    each: {before: [{on: server, run: r1}]}\n");
-        assert_eq!(
-            waits(&p, "server", "action-before-1-m-2"),
-            ["server:else-skip", "a/m-1:ended", "b/m-1:ended"]
-        );
+        assert_eq!(waits(&p, "server", "action-before-1-m-2"), ["server:else-skip", "a/m-1:ended", "b/m-1:ended"]);
     }
 }

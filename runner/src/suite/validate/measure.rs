@@ -164,7 +164,9 @@ fn check_each(errs: &mut Vec<ValidationError>, m: &MeasureSpec, k: &str, vm_name
     if each.before.is_empty() && each.after.is_empty() {
         errs.push(ValidationError::Rule {
             key: format!("{k}.each"),
-            message: "`each` has no actions: give `before` or `after` a list of {on: VM, run: COMMAND}, or leave `each` out".into(),
+            message:
+                "`each` has no actions: give `before` or `after` a list of {on: VM, run: COMMAND}, or leave `each` out"
+                    .into(),
         });
     }
     for (list, actions) in [("before", &each.before), ("after", &each.after)] {
