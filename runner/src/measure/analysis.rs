@@ -60,10 +60,14 @@ pub enum Outcome {
     /// The iteration did not run (an earlier one of the VM hung or crashed, or a
     /// dependency did not pass), or its output could not be read.
     NotRun,
+    /// An action around it (`each:`) did not pass: a failed `before` action kept `run`
+    /// from running, a failed `after` one leaves the iteration's numbers out.
+    ActionFailed,
 }
 
 impl std::fmt::Display for Outcome {
-    /// `exit 0`, `signal 9`, `setup failed (exit 32)`, `timed out`, `crashed`, `not run`.
+    /// `exit 0`, `signal 9`, `setup failed (exit 32)`, `timed out`, `crashed`, `not run`,
+    /// `action failed`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Outcome::Exited { status } => write!(f, "exit {status}"),
@@ -73,6 +77,7 @@ impl std::fmt::Display for Outcome {
             Outcome::TimedOut => f.write_str("timed out"),
             Outcome::Crashed => f.write_str("crashed"),
             Outcome::NotRun => f.write_str("not run"),
+            Outcome::ActionFailed => f.write_str("action failed"),
         }
     }
 }
@@ -123,6 +128,9 @@ pub struct IterationResult {
     /// The records' outputs, trimmed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub records: BTreeMap<String, String>,
+    /// The actions around it (`each:`), in the order they ran, with their outputs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<ActionResult>,
     /// Whether it counts in the statistics.
     pub counted: bool,
     /// The parsed output, for presets (not serialized).
@@ -153,6 +161,86 @@ pub struct RemoteResult {
     pub sent_packets: u64,
     /// Packets its netem dropped.
     pub dropped_packets: u64,
+}
+
+/// How one action around an iteration ended (`each:`), and what it printed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionResult {
+    /// Its key in the measurement: `each.before[0]`.
+    pub key: String,
+    /// The VM it ran on.
+    pub vm: String,
+    /// Its command.
+    pub command: String,
+    /// Its step on that VM.
+    pub step: String,
+    /// How the step ended.
+    pub status: StepStatus,
+    /// Its exit status, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// Its output (stdout and stderr, interleaved), lossy UTF-8, trimmed; the whole
+    /// output is in the step's stdout file, `stdout`.
+    pub output: String,
+    /// The step's stdout file, relative to the run folder (absent when it did not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<String>,
+    /// Why it did not run or did not end (the step's error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ActionResult {
+    /// How it went wrong, in words (`None`: it passed): `exited 1: "…"`, `timed out`,
+    /// `did not run (…)`.
+    pub fn failure(&self) -> Option<String> {
+        let quoted = || super::output_metric::quote(&self.output);
+        let err = || self.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
+        match self.status {
+            StepStatus::Passed => None,
+            StepStatus::Failed => Some(match self.exit_code {
+                Some(c) => format!("exited {c}: {}", quoted()),
+                None => format!("failed: {}", quoted()),
+            }),
+            StepStatus::TimedOut => Some(format!("timed out{}", err())),
+            StepStatus::Skipped => Some(format!("did not run{}", err())),
+            other => Some(format!("{other}{}", err())),
+        }
+    }
+}
+
+/// The actions around iteration `it` of `m`, as `rec` recorded them.
+///
+/// Errors: an action's stdout named in `run.json` can't be read.
+fn action_results(
+    m: &MeasurementPlan,
+    it: &Iteration,
+    rec: &RunRecord,
+    dir: &Path,
+) -> Result<Vec<ActionResult>, RunDirError> {
+    let mut out = Vec::new();
+    for a in &it.actions {
+        let Some(action) = m.actions.get(a.action) else { continue };
+        let step = rec.vm(&a.vm).and_then(|v| v.step(&a.step));
+        out.push(ActionResult {
+            key: action.key(),
+            vm: a.vm.clone(),
+            command: action.command.clone(),
+            step: a.step.clone(),
+            status: step.map_or(StepStatus::Skipped, |s| s.status),
+            exit_code: step.and_then(|s| s.exit_code),
+            output: match step {
+                Some(s) => s.stdout_text(dir)?.trim().to_string(),
+                None => String::new(),
+            },
+            stdout: step.and_then(|s| s.stdout.clone()),
+            error: match step {
+                Some(s) => s.error.clone(),
+                None => Some("not in run.json".into()),
+            },
+        });
+    }
+    Ok(out)
 }
 
 /// One measured VM over its iterations.
@@ -374,12 +462,57 @@ pub fn metric_value(name: &str, i: &IterationResult) -> Option<f64> {
     }
 }
 
-/// One iteration of `m`: its step's record and output, section by section.
+/// One iteration of `m`: its script ([`analyse_script`]) and the actions around it. A
+/// failed action fails the iteration (outcome [`Outcome::ActionFailed`], not counted):
+/// its problem names the action, its VM and command, and quotes its output; the
+/// actions that were skipped only because an earlier one failed are not repeated.
+fn analyse_iteration(
+    m: &MeasurementPlan,
+    it: &Iteration,
+    rec: &RunRecord,
+    dir: &Path,
+    derived: &BTreeMap<&'static str, super::observer::DerivedMetric>,
+    problems: &mut Vec<String>,
+) -> Result<IterationResult, RunDirError> {
+    let mut own = Vec::new();
+    let mut r = analyse_script(m, it, rec, dir, derived, &mut own)?;
+    r.actions = action_results(m, it, rec, dir)?;
+    let failed: Vec<&ActionResult> = r.actions.iter().filter(|a| a.status != StepStatus::Passed).collect();
+    if failed.is_empty() {
+        problems.extend(own);
+        return Ok(r);
+    }
+    // An action skipped because the one before it failed says nothing new.
+    let shown: Vec<&&ActionResult> = match failed.iter().filter(|a| a.status != StepStatus::Skipped).count() {
+        0 => failed.iter().take(1).collect(),
+        _ => failed.iter().filter(|a| a.status != StepStatus::Skipped).collect(),
+    };
+    for a in shown {
+        problems.push(format!(
+            "{}: {}: action {} on {} ({}) {}",
+            it.vm,
+            it.step,
+            a.key,
+            a.vm,
+            super::output_metric::quote(&a.command),
+            a.failure().unwrap_or_default()
+        ));
+    }
+    // When a `before` action failed the script did not run; that it did not is no news.
+    if r.status != StepStatus::Skipped {
+        problems.extend(own);
+    }
+    r.outcome = Outcome::ActionFailed;
+    r.counted = false;
+    Ok(r)
+}
+
+/// The script of one iteration of `m`: its step's record and output, section by section.
 // Over 150 lines, kept whole for now: one pass over one iteration's output (status,
 // time, observers, remote observers, records, checks), each part filling the same
 // IterationResult from the same sections. The observer part becomes table rows in
 // stage 2 of issue 25 (the observer table), which shortens it below the limit.
-fn analyse_iteration(
+fn analyse_script(
     m: &MeasurementPlan,
     it: &Iteration,
     rec: &RunRecord,
@@ -407,6 +540,7 @@ fn analyse_iteration(
         appeared_counters: BTreeMap::new(),
         remote: vec![],
         records: BTreeMap::new(),
+        actions: vec![],
         counted: false,
         raw: Raw::default(),
     };
@@ -591,9 +725,35 @@ mod tests {
             appeared_counters: BTreeMap::from([("netstat.TcpExt.TCPOFOQueue".to_string(), 1412)]),
             remote: Vec::new(),
             records: BTreeMap::new(),
+            actions: Vec::new(),
             counted: true,
             raw: Raw::default(),
         }
+    }
+
+    #[test]
+    fn a_failed_action_says_how_and_quotes_its_output() {
+        let a = ActionResult {
+            key: "each.before[0]".into(),
+            vm: "server".into(),
+            command: "rpc.nfsd 0".into(),
+            step: "action-before-1-client-m-1".into(),
+            status: StepStatus::Failed,
+            exit_code: Some(1),
+            output: "rpc.nfsd: unable to \"stop\"\nline 2".into(),
+            stdout: Some("vms/server/02-action-before-1-client-m-1.stdout".into()),
+            error: None,
+        };
+        assert_eq!(a.failure().as_deref(), Some(r#"exited 1: "rpc.nfsd: unable to \"stop\"\nline 2""#));
+        let skipped = ActionResult {
+            status: StepStatus::Skipped,
+            exit_code: None,
+            error: Some("dependency server/x did not pass".into()),
+            ..a.clone()
+        };
+        assert_eq!(skipped.failure().as_deref(), Some("did not run: dependency server/x did not pass"));
+        assert_eq!(ActionResult { status: StepStatus::Passed, ..a }.failure(), None);
+        assert_eq!(Outcome::ActionFailed.to_string(), "action failed");
     }
 
     #[test]

@@ -6,13 +6,15 @@
 //! iteration waits for the one before it, so one VM is measured at a time. Each remote
 //! observer adds a step to its VM before every iteration and one after the last; the
 //! plan records which remote steps surround which iteration
-//! ([`Iteration::remote`]), so the analysis never rebuilds step names.
+//! ([`Iteration::remote`]), so the analysis never rebuilds step names. Each action of
+//! `each:` adds a step to its VM around every iteration (or round), likewise listed
+//! in [`Iteration::actions`].
 
 use std::time::Duration;
 
 use super::script::iteration_script;
-use crate::plan::measurement::{Iteration, MeasurementPlan, RemoteObserver, RemoteReading};
-use crate::plan::{names, netem, Dependency, StepKind, StepPlan, VmPlan};
+use crate::plan::measurement::{Action, ActionStep, Iteration, MeasurementPlan, RemoteObserver, RemoteReading, When};
+use crate::plan::{names, netem, shell_quote, Dependency, StepKind, StepPlan, Until, VmPlan};
 
 /// Adds `m`'s steps to `vms` and fills [`MeasurementPlan::iterations`].
 ///
@@ -21,6 +23,14 @@ use crate::plan::{names, netem, Dependency, StepKind, StepPlan, VmPlan};
 /// Iterations wait for the one before them only to have *ended*: a VM whose iteration
 /// fails or hangs does not keep the others from being measured.
 /// `timeout` limits each step. Panics if `m` names a VM that `vms` lacks (validated).
+///
+/// Actions (`each:`) become steps on their VMs: the `before` ones wait for what the
+/// iteration waits for, each for the one before it, and the iteration waits for all
+/// of them to pass (a failed one skips only that iteration); the `after` ones wait for
+/// the iteration to end, and the next iteration waits for them to end. With
+/// `concurrent: true` they surround each round instead: the round's iterations wait
+/// for its `before` actions, its `after` actions for all of its iterations, and the
+/// next round's actions for those.
 pub fn expand(
     m: &mut MeasurementPlan,
     vms: &mut [VmPlan],
@@ -35,9 +45,23 @@ pub fn expand(
         if m.concurrent { vec![] } else { m.remote.iter().cloned().enumerate().collect() };
     // Per remote observer: the iteration whose `after` step is still to be named.
     let mut open: Vec<Option<(usize, usize)>> = vec![None; m.remote.len()];
+    let actions = m.actions.clone();
+    let place = |vms: &mut [VmPlan], when: When, vm: Option<&str>, step: &str, waits: Vec<Dependency>| {
+        add_actions(&actions, vms, ActionSite { when, measured: vm, step, waits }, &m.name, timeout, origin)
+    };
+    // With `concurrent: true` and actions: what the next round's first step waits for.
+    let mut round_end: Vec<Dependency> = Vec::new();
     for round in 1..=m.warmup + m.repeat {
         let warmup = round <= m.warmup;
         let number = if warmup { round } else { round - m.warmup };
+        let round_step = names::iteration(&m.name, warmup, number);
+        let round_before = if m.concurrent {
+            let waits = after.iter().cloned().chain(round_end.drain(..)).collect();
+            place(vms, When::Before, None, &round_step, waits)
+        } else {
+            vec![]
+        };
+        let first_of_round = m.iterations.len();
         for mv in &m.vms {
             let step = names::iteration(&m.name, warmup, number);
             let mut deps: Vec<Dependency> = after.to_vec();
@@ -66,6 +90,12 @@ pub fn expand(
                 open[*ri] = Some((m.iterations.len(), readings.len()));
                 readings.push(RemoteReading { observer: *ri, vm: rvm.clone(), before: name, after: String::new() });
             }
+            let mut its_actions = if m.concurrent {
+                round_before.clone()
+            } else {
+                place(vms, When::Before, Some(&mv.vm), &step, deps.clone())
+            };
+            deps.extend(its_actions.iter().map(|a| Dependency::passed_else_skip(&a.vm, &a.step)));
             let script = iteration_script(&mv.commands, &m.observers, &m.records, m.metric_file());
             let v = vm_index(vms, &mv.vm);
             vms[v].steps.push(
@@ -78,8 +108,34 @@ pub fn expand(
                 .after(deps)
                 .origin(origin),
             );
-            m.iterations.push(Iteration { vm: mv.vm.clone(), step: step.clone(), number, warmup, remote: readings });
             *previous = Some(Dependency::ended(&mv.vm, &step));
+            if !m.concurrent {
+                let done = place(vms, When::After, Some(&mv.vm), &step, vec![Dependency::ended(&mv.vm, &step)]);
+                if let Some(last) = done.last() {
+                    *previous = Some(Dependency::ended(&last.vm, &last.step));
+                }
+                its_actions.extend(done);
+            }
+            m.iterations.push(Iteration {
+                vm: mv.vm.clone(),
+                step: step.clone(),
+                number,
+                warmup,
+                remote: readings,
+                actions: its_actions,
+            });
+        }
+        if m.concurrent && !actions.is_empty() {
+            let ended: Vec<Dependency> =
+                m.iterations[first_of_round..].iter().map(|i| Dependency::ended(&i.vm, &i.step)).collect();
+            let done = place(vms, When::After, None, &round_step, ended.clone());
+            round_end = match done.last() {
+                Some(last) => vec![Dependency::ended(&last.vm, &last.step)],
+                None => ended,
+            };
+            for it in &mut m.iterations[first_of_round..] {
+                it.actions.extend(done.iter().cloned());
+            }
         }
     }
     for (ri, r) in &remote {
@@ -93,5 +149,175 @@ pub fn expand(
         if let Some((it, rd)) = open[*ri].take() {
             m.iterations[it].remote[rd].after = name;
         }
+    }
+}
+
+/// Where a list of actions goes: before or after iteration (or round) `step` of
+/// measured VM `measured` (`None`: a concurrent round), once `waits` are met.
+struct ActionSite<'a> {
+    when: When,
+    measured: Option<&'a str>,
+    step: &'a str,
+    waits: Vec<Dependency>,
+}
+
+/// Adds the steps of `actions`' `site.when` list to their VMs, in order, and returns
+/// them. The first waits for `site.waits`; each `before` action waits for the one
+/// before it to pass, each `after` one for the one before it to end.
+fn add_actions(
+    actions: &[Action],
+    vms: &mut [VmPlan],
+    site: ActionSite<'_>,
+    measurement: &str,
+    timeout: Duration,
+    origin: &str,
+) -> Vec<ActionStep> {
+    let mut placed: Vec<ActionStep> = Vec::new();
+    for (index, a) in actions.iter().enumerate().filter(|(_, a)| a.when == site.when) {
+        let before = site.when == When::Before;
+        let name = names::action(before, a.number as usize, site.measured, site.step);
+        // A dependency that did not pass skips this action only: an action's VM (often
+        // the server) goes on with its later steps.
+        let waits = match placed.last() {
+            None => site
+                .waits
+                .iter()
+                .map(|d| match d.until {
+                    Until::Passed => Dependency { until: Until::PassedElseSkip, ..d.clone() },
+                    _ => d.clone(),
+                })
+                .collect(),
+            Some(p) if before => vec![Dependency::passed_else_skip(&p.vm, &p.step)],
+            Some(p) => vec![Dependency::ended(&p.vm, &p.step)],
+        };
+        let v = vms.iter().position(|v| v.name == a.vm).expect("validated VM");
+        let kind = StepKind::Action { measurement: measurement.to_string(), when: a.when, action: a.number };
+        vms[v].steps.push(StepPlan::new(&name, action_script(&a.command), kind, timeout).after(waits).origin(origin));
+        placed.push(ActionStep { action: index, vm: a.vm.clone(), step: name });
+    }
+    placed
+}
+
+/// The guest script of an action: `command` with its stderr into its stdout, so that
+/// the two are kept in the order they were printed.
+pub fn action_script(command: &str) -> String {
+    format!("exec 2>&1\nsh -c {}\n", shell_quote(command))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::plan::{Plan, Until};
+
+    /// A server and two measured clients; `extra` goes into the measurement.
+    fn plan(extra: &str) -> Plan {
+        let text = format!(
+            "name: demo\nnetwork: {{subnet: 10.80.0.0/24}}\nvms:\n\
+             - {{name: server, kernel: {{debian: \"6.1\"}}, address: 10.80.0.1}}\n\
+             - {{name: a, kernel: {{debian: \"6.1\"}}, address: 10.80.0.10}}\n\
+             - {{name: b, kernel: {{debian: \"6.1\"}}, address: 10.80.0.11}}\n\
+             measure:\n  - name: m\n    on: [a, b]\n    repeat: 2\n    run: 'true'\n    after: [server]\n{extra}"
+        );
+        let file = crate::schema::load::parse_suite(Path::new("demo.yaml"), text).expect("parses");
+        let images = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images");
+        let catalog = crate::infra::images::Catalog::load(&images).expect("images/");
+        crate::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Step `step` of VM `vm`, and what it waits for as `vm/step:until`.
+    fn waits(p: &Plan, vm: &str, step: &str) -> Vec<String> {
+        let v = p.vms.iter().find(|v| v.name == vm).expect("VM");
+        let s = v.steps.iter().find(|s| s.name == step).unwrap_or_else(|| panic!("{vm}/{step}"));
+        s.after
+            .iter()
+            .map(|d| {
+                let until = match d.until {
+                    Until::Passed => "passed",
+                    Until::Ended => "ended",
+                    Until::PassedElseSkip => "else-skip",
+                };
+                format!("{d}:{until}")
+            })
+            .collect()
+    }
+
+    const EACH: &str = "    each:\n      before: [{on: server, run: r1}, {on: server, run: r2}]\n      after: [{on: server, run: a1}]\n";
+
+    #[test]
+    fn sequential_actions_surround_every_iteration_in_order() {
+        let p = plan(EACH);
+        let server: Vec<&str> = p.vms[0].steps.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            server,
+            [
+                "action-before-1-a-m-1",
+                "action-before-2-a-m-1",
+                "action-after-1-a-m-1",
+                "action-before-1-b-m-1",
+                "action-before-2-b-m-1",
+                "action-after-1-b-m-1",
+                "action-before-1-a-m-2",
+                "action-before-2-a-m-2",
+                "action-after-1-a-m-2",
+                "action-before-1-b-m-2",
+                "action-before-2-b-m-2",
+                "action-after-1-b-m-2",
+            ]
+        );
+        // The first action waits for what the iteration waits for, the next for it.
+        assert_eq!(
+            waits(&p, "server", "action-before-1-b-m-1"),
+            ["server:else-skip", "server/action-after-1-a-m-1:ended"]
+        );
+        assert_eq!(waits(&p, "server", "action-before-2-b-m-1"), ["server/action-before-1-b-m-1:else-skip"]);
+        assert_eq!(
+            waits(&p, "b", "m-1"),
+            [
+                "server:passed",
+                "server/action-after-1-a-m-1:ended",
+                "server/action-before-1-b-m-1:else-skip",
+                "server/action-before-2-b-m-1:else-skip"
+            ]
+        );
+        assert_eq!(waits(&p, "server", "action-after-1-b-m-1"), ["b/m-1:ended"]);
+        let m = &p.measurements[0];
+        let steps: Vec<&str> = m.iterations[1].actions.iter().map(|a| a.step.as_str()).collect();
+        assert_eq!(steps, ["action-before-1-b-m-1", "action-before-2-b-m-1", "action-after-1-b-m-1"]);
+        assert_eq!(m.actions[2].key(), "each.after[0]");
+        assert!(p.vms[0].steps[0].script.contains("sh -c 'r1'"), "{}", p.vms[0].steps[0].script);
+    }
+
+    #[test]
+    fn concurrent_actions_surround_every_round() {
+        let p = plan(&format!("    concurrent: true\n{EACH}"));
+        let server: Vec<&str> = p.vms[0].steps.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            server,
+            [
+                "action-before-1-m-1",
+                "action-before-2-m-1",
+                "action-after-1-m-1",
+                "action-before-1-m-2",
+                "action-before-2-m-2",
+                "action-after-1-m-2"
+            ]
+        );
+        assert_eq!(waits(&p, "server", "action-after-1-m-1"), ["a/m-1:ended", "b/m-1:ended"]);
+        assert_eq!(waits(&p, "server", "action-before-1-m-2"), ["server:else-skip", "server/action-after-1-m-1:ended"]);
+        for vm in ["a", "b"] {
+            assert_eq!(
+                waits(&p, vm, "m-2"),
+                ["server:passed", "server/action-before-1-m-2:else-skip", "server/action-before-2-m-2:else-skip"]
+            );
+        }
+        let m = &p.measurements[0];
+        assert!(m.iterations.iter().all(|i| i.actions.len() == 3), "{:?}", m.iterations);
+    }
+
+    #[test]
+    fn concurrent_rounds_with_only_before_actions_wait_for_the_round_before() {
+        let p = plan("    concurrent: true\n    each: {before: [{on: server, run: r1}]}\n");
+        assert_eq!(waits(&p, "server", "action-before-1-m-2"), ["server:else-skip", "a/m-1:ended", "b/m-1:ended"]);
     }
 }

@@ -37,6 +37,10 @@ pub struct MeasurementPlan {
     pub remote: Vec<RemoteObserver>,
     /// Named commands whose output is kept as sections.
     pub records: Vec<Record>,
+    /// Actions on VMs around every iteration (`measure[].each`), `before` ones first,
+    /// each list in order; absent from plans saved before they existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<Action>,
     /// Bytes `run` moves, for `throughput_mb_s`.
     pub bytes: Option<Bytes>,
     /// A number `run` prints, parsed in every iteration (`measure[].metric`); absent
@@ -238,6 +242,45 @@ pub struct Iteration {
     pub warmup: bool,
     /// The remote observations around it.
     pub remote: Vec<RemoteReading>,
+    /// The steps of the actions around it (with `concurrent: true`, around its round),
+    /// in the order they run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<ActionStep>,
+}
+
+/// An action of `measure[].each`: a command on a VM before or after every iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Action {
+    /// The VM it runs on.
+    pub vm: String,
+    /// Shell command (run with `sh -c`, stderr into stdout; exit 0 expected).
+    pub command: String,
+    /// Before or after the iteration.
+    pub when: When,
+    /// 1-based position in its list (`each.before` or `each.after`), for messages.
+    pub number: u32,
+}
+
+impl Action {
+    /// Its suite key relative to the measurement: `each.before[0]`.
+    pub fn key(&self) -> String {
+        let list = match self.when {
+            When::Before => "before",
+            When::After => "after",
+        };
+        format!("each.{list}[{}]", self.number.saturating_sub(1))
+    }
+}
+
+/// Which step ran an action around one iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionStep {
+    /// Index into [`MeasurementPlan::actions`].
+    pub action: usize,
+    /// The VM it runs on.
+    pub vm: String,
+    /// Its step there.
+    pub step: String,
 }
 
 /// Which steps of a remote observer's VM read it just before and just after an iteration.

@@ -243,6 +243,16 @@ pub enum StepKind {
         /// A warm-up iteration (left out of the statistics).
         warmup: bool,
     },
+    /// An action of a measurement's `each:` on a VM, before or after an iteration
+    /// (or a round of a concurrent measurement).
+    Action {
+        /// The measurement.
+        measurement: String,
+        /// Before or after the iteration.
+        when: crate::plan::measurement::When,
+        /// 1-based position in its list (`each.before` or `each.after`).
+        action: u32,
+    },
     /// A remote observer's reading around a measurement's iterations.
     Observe {
         /// The measurement.
@@ -348,6 +358,10 @@ pub enum Until {
     /// It ended, however (the order of a measurement's iterations: one VM's failed or
     /// timed-out iteration does not stop the others from being measured).
     Ended,
+    /// It passed; if it did not, only the waiting step is skipped and its VM's later
+    /// steps still run (an iteration after a failed `each.before` action: that
+    /// iteration failed, the next ones are still measured).
+    PassedElseSkip,
 }
 
 impl Until {
@@ -360,6 +374,12 @@ impl Dependency {
     /// Step `step` of VM `vm` passed.
     pub fn step(vm: &str, step: &str) -> Dependency {
         Dependency { vm: vm.to_string(), step: Some(step.to_string()), until: Until::Passed }
+    }
+
+    /// Step `step` of VM `vm` passed, else only the waiting step is skipped
+    /// ([`Until::PassedElseSkip`]).
+    pub fn passed_else_skip(vm: &str, step: &str) -> Dependency {
+        Dependency { until: Until::PassedElseSkip, ..Dependency::step(vm, step) }
     }
 
     /// Step `step` of VM `vm` ended, whatever its outcome.

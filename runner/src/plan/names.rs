@@ -25,6 +25,10 @@ pub const NET_OBSERVE_PREFIX: &str = "net-observe-";
 /// `net-stats-<measurement>`.
 pub const NET_STATS_PREFIX: &str = "net-stats-";
 
+/// Prefix of a measurement's `each:` action steps:
+/// `action-<before|after>-<n>-[<measured vm>-]<iteration step>`.
+pub const ACTION_PREFIX: &str = "action-";
+
 /// The step that applies a VM's `sysctl:` and prints the values in force.
 pub const SYSCTL: &str = "sysctl";
 /// Prefix of the steps that copy a VM's `files:` into it: `copy-file-<n>` (1-based).
@@ -34,7 +38,7 @@ pub const COPY_FILE_PREFIX: &str = "copy-file-";
 pub const FIXED: &[&str] = &[NET_CONDITIONS, SYSCTL, NFS_FILE, NFS_SERVER_READY, NFS_CLIENT_SETUP];
 /// The prefixes reserved whatever the suite holds.
 pub const PREFIXES: &[&str] =
-    &[PROFILE_PREFIX, NET_RESEED_PREFIX, NET_OBSERVE_PREFIX, NET_STATS_PREFIX, COPY_FILE_PREFIX];
+    &[PROFILE_PREFIX, NET_RESEED_PREFIX, NET_OBSERVE_PREFIX, NET_STATS_PREFIX, COPY_FILE_PREFIX, ACTION_PREFIX];
 
 /// The step that copies the `n`-th (1-based) of a VM's `files:`.
 pub fn copy_file(n: usize) -> String {
@@ -60,6 +64,17 @@ pub fn iteration(measurement: &str, warmup: bool, n: u32) -> String {
 pub fn netem_before(seeded: bool, vm: &str, step: &str) -> String {
     let prefix = if seeded { NET_RESEED_PREFIX } else { NET_OBSERVE_PREFIX };
     format!("{prefix}{vm}-{step}")
+}
+
+/// The step of the `n`-th (1-based) `each.before` (`before`) or `each.after` action
+/// around iteration step `step` of measured VM `vm` (`None`: around the round `step`
+/// of a concurrent measurement).
+pub fn action(before: bool, n: usize, vm: Option<&str>, step: &str) -> String {
+    let when = if before { "before" } else { "after" };
+    match vm {
+        Some(vm) => format!("{ACTION_PREFIX}{when}-{n}-{vm}-{step}"),
+        None => format!("{ACTION_PREFIX}{when}-{n}-{step}"),
+    }
 }
 
 /// The remote netem step after `measurement`'s last iteration.
@@ -108,6 +123,8 @@ mod tests {
             netem_before(true, "c", "write-1"),
             netem_before(false, "c", "write-1"),
             netem_final("write"),
+            action(true, 1, Some("c"), "write-1"),
+            action(false, 2, None, "write-warmup-1"),
         ] {
             assert!(reserved(&name, ms).is_some(), "{name} is not reserved");
         }

@@ -181,7 +181,7 @@ fn outcome_lines(t: &mut String, m: &MeasurementResult, p: &MeasurementPlan) {
 }
 
 /// An outcome in the table's column: the exit status, `sig9`, `setup:32`, `timeout`,
-/// `crash`, `-` (not run).
+/// `crash`, `-` (not run), `action` (an action around it failed).
 fn short_outcome(o: &Outcome) -> String {
     match o {
         Outcome::Exited { status } => status.to_string(),
@@ -190,6 +190,7 @@ fn short_outcome(o: &Outcome) -> String {
         Outcome::TimedOut => "timeout".into(),
         Outcome::Crashed => "crash".into(),
         Outcome::NotRun => "-".into(),
+        Outcome::ActionFailed => "action".into(),
     }
 }
 

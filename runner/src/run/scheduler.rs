@@ -73,8 +73,10 @@ impl Recorder {
 enum Wait {
     /// All passed.
     Ready,
-    /// One ended without passing: the step is skipped.
+    /// One ended without passing: the step is skipped, and its VM's later steps.
     Failed(String),
+    /// One of [`Until::PassedElseSkip`] ended without passing: only the step is skipped.
+    Skip(String),
     /// One had not ended within the step's timeout.
     TimedOut(Dependency),
 }
@@ -90,6 +92,9 @@ async fn wait_deps(rx: &mut watch::Receiver<BTreeMap<Dependency, bool>>, st: &St
             Ok(Ok(m)) => m[&key] || d.until == Until::Ended,
             Ok(Err(_)) => false,
         };
+        if !ok && d.until == Until::PassedElseSkip {
+            return Wait::Skip(format!("dependency {d} did not pass"));
+        }
         if !ok {
             return Wait::Failed(format!("dependency {d} did not pass"));
         }
@@ -386,10 +391,12 @@ pub(super) async fn run_vm(
     let mut blocked: Option<String> = None;
     for (idx, st) in vp.steps.iter().enumerate() {
         let key = Dependency::step(&vp.name, &st.name);
+        let mut skip: Option<String> = None;
         if blocked.is_none() {
             match wait_deps(&mut rx, st, st.timeout).await {
                 Wait::Ready => {}
                 Wait::Failed(why) => blocked = Some(why),
+                Wait::Skip(why) => skip = Some(why),
                 Wait::TimedOut(dep) => {
                     let err = RunError::DependencyTimeout {
                         vm: vp.name.clone(),
@@ -408,7 +415,7 @@ pub(super) async fn run_vm(
                 }
             }
         }
-        if let Some(why) = &blocked {
+        if let Some(why) = blocked.as_ref().or(skip.as_ref()) {
             rec.set_step(&vp.name, idx, |s| s.error = Some(why.clone()));
             progress.send_modify(|m| {
                 m.insert(key, false);
@@ -451,10 +458,11 @@ pub(super) async fn run_vm(
             Ok(r) => Some(write_outputs(&vdir, &vp.name, idx, &st.name, &r.stdout, &r.stderr)?),
             Err(_) => None,
         };
-        // A measured iteration that hangs or kills its guest is an outcome of that VM,
-        // not the end of the run: it is recorded (with what a kernel developer asks for
-        // first) and the other VMs go on; this VM's later steps are skipped.
-        let measured = matches!(st.kind, StepKind::Measure { .. });
+        // A measured iteration (or an action around one) that hangs or kills its guest
+        // is an outcome of that iteration, not the end of the run: it is recorded (with
+        // what a kernel developer asks for first) and the other VMs go on; this VM's
+        // later steps are skipped. A failed action fails its iteration, not its VM.
+        let measured = matches!(st.kind, StepKind::Measure { .. } | StepKind::Action { .. });
         let diagnostics = match &result {
             Err(VmError::StepTimeout { .. }) | Err(VmError::Exited(_)) | Err(VmError::Agent { .. }) if measured => {
                 Some(diagnose(vm, vp, idx, rec).await?)
@@ -482,7 +490,11 @@ pub(super) async fn run_vm(
         match result {
             Err(e) if measured => {
                 blocked = Some(match e {
-                    VmError::StepTimeout { .. } => format!("iteration {} hung; the guest may be wedged", st.name),
+                    VmError::StepTimeout { .. } => format!(
+                        "{} {} hung; the guest may be wedged",
+                        if matches!(st.kind, StepKind::Action { .. }) { "action" } else { "iteration" },
+                        st.name
+                    ),
                     _ => format!("the guest died or lost its agent during {}", st.name),
                 });
             }
@@ -544,6 +556,17 @@ mod tests {
         assert!(matches!(waited, Wait::Ready));
         let waited = wait_deps(&mut rx, &step(vec![Dependency::step("a", "m-1")]), Duration::from_secs(1)).await;
         assert!(matches!(waited, Wait::Failed(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_passed_else_skip_dependency_skips_only_the_step() {
+        let (tx, mut rx) = watch::channel(BTreeMap::new());
+        tx.send_modify(|m| {
+            m.insert(Dependency::step("server", "action-before-1-a-m-1"), false);
+        });
+        let dep = Dependency::passed_else_skip("server", "action-before-1-a-m-1");
+        let waited = wait_deps(&mut rx, &step(vec![dep]), Duration::from_secs(1)).await;
+        assert!(matches!(waited, Wait::Skip(why) if why.contains("server/action-before-1-a-m-1")));
     }
 
     #[tokio::test(start_paused = true)]

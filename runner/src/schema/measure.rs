@@ -12,6 +12,7 @@
 //!     setup: mount -t nfs 10.0.0.1:/srv/export /mnt/nfs
 //!     run: dd if=/dev/zero of=/mnt/nfs/f bs=1M count=100 conv=fsync   # timed (GNU time)
 //!     teardown: rm -f /mnt/nfs/f; umount /mnt/nfs
+//!     each: {before: [{on: server, run: "systemctl restart nfs-server"}], after: []}   # actions on other VMs
 //!     expect_exit: 0                        # of `run` (default 0)
 //!     timeout: 10m                          # per iteration (default: the suite's step_timeout)
 //!     observe: [netstat, nfsstat, {mountstats: {mount: /mnt/nfs, ops: [WRITE, COMMIT]}}, {netem: server}]
@@ -67,6 +68,10 @@ pub struct MeasureSpec {
     /// Shell command run after each iteration.
     #[serde(default)]
     pub teardown: Option<String>,
+    /// Actions on other VMs around every iteration (with `concurrent: true`: around
+    /// every round).
+    #[serde(default)]
+    pub each: Option<EachSpec>,
     /// Expected exit status of `run` (default 0).
     #[serde(default)]
     pub expect_exit: Option<i32>,
@@ -110,6 +115,40 @@ pub struct MeasureSpec {
     /// How its comparisons are decided (overrides the suite's `verdict:`, key by key).
     #[serde(default)]
     pub verdict: Option<VerdictSpec>,
+}
+
+/// `each:`: commands run on other VMs of the suite before and after every iteration
+/// (with `concurrent: true`, before and after every round), in order with it.
+///
+/// ```yaml
+/// each:
+///   before: [{on: server, run: "systemctl restart nfs-server"}]
+///   after: [{on: server, run: "cat /proc/fs/nfsd/versions"}]
+/// ```
+///
+/// An action's output is kept with the iteration; an action that exits other than 0
+/// (or hangs past the measurement's `timeout`) makes the iteration fail, and a failed
+/// `before` action keeps the iteration from running.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EachSpec {
+    /// Run, in order, before every iteration (after the previous one's `after` actions).
+    #[serde(default)]
+    pub before: Vec<ActionSpec>,
+    /// Run, in order, after every iteration ended (however it ended).
+    #[serde(default)]
+    pub after: Vec<ActionSpec>,
+}
+
+/// One action of `each.before` / `each.after`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActionSpec {
+    /// The VM it runs on: any VM of the suite (for the measured VM itself, `setup` and
+    /// `teardown` are the usual place).
+    pub on: String,
+    /// Shell command (run with `sh -c`; stdout and stderr kept, exit 0 expected).
+    pub run: String,
 }
 
 /// `metric:`: a number the measured command prints, found by a JSON pointer or a

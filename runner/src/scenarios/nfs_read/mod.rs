@@ -177,6 +177,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
             .filter(|v| suite.seeded_netem(&v.name))
             .map(|v| RemoteObserver::Netem { vm: v.name.clone(), seeded: true })
             .collect(),
+        actions: vec![],
         records: vec![
             Record {
                 name: RECORD_MOUNT.into(),

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use crate::plan::measurement::{
-    Better, Bytes, Check, Commands, Expect, Extract, MeasuredVm, MeasurementPlan, Metric, MetricFrom, Observer,
-    OutputMetric, Record, RemoteObserver, Scope, SnapshotPolicy, VerdictPolicy,
+    Action, Better, Bytes, Check, Commands, Expect, Extract, MeasuredVm, MeasurementPlan, Metric, MetricFrom, Observer,
+    OutputMetric, Record, RemoteObserver, Scope, SnapshotPolicy, VerdictPolicy, When,
 };
 use crate::plan::nfs_read::NfsPlan;
 use crate::plan::{names, Dependency, VmPlan, DEFAULT_METRIC, DEFAULT_OUTPUT_METRIC, DEFAULT_REPEAT};
@@ -87,6 +87,7 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
             .iter()
             .map(|r| Record { name: r.name.clone(), command: r.run.clone(), when: r.when.unwrap_or_default() })
             .collect(),
+        actions: actions(spec),
         bytes: spec.bytes.map(Bytes::Fixed),
         output_metric,
         metric: Metric { name: metric, better },
@@ -114,6 +115,21 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
         verdict: VerdictPolicy::from_specs(suite.verdict.as_ref(), spec.verdict.as_ref()),
         iterations: vec![],
     }
+}
+
+/// The actions of `spec.each`, `before` then `after`, each list in order.
+fn actions(spec: &MeasureSpec) -> Vec<Action> {
+    let Some(each) = &spec.each else { return vec![] };
+    let list = |specs: &[crate::schema::measure::ActionSpec], when: When| -> Vec<Action> {
+        specs
+            .iter()
+            .zip(1..)
+            .map(|(a, number)| Action { vm: a.on.clone(), command: a.run.clone(), when, number })
+            .collect()
+    };
+    let mut all = list(&each.before, When::Before);
+    all.extend(list(&each.after, When::After));
+    all
 }
 
 /// A validated `metric:` (exactly one of `json` and `regex`).

@@ -33,3 +33,6 @@ pub const READ_AHEAD_KB: u32 = 1024 * 1024;
 pub const MEASURE_BYTES: std::ops::RangeInclusive<u64> = 1..=(1 << 50);
 /// VMs in one suite.
 pub const VMS: usize = 16;
+/// Actions in one list of a measurement's `each:` (`before` or `after`): each is a step
+/// per iteration, and a handful covers every report seen.
+pub const ACTIONS: usize = 8;

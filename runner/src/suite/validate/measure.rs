@@ -65,6 +65,7 @@ fn check_one(
 ) {
     check_vms_after(errs, m, k, vm_names, earlier);
     check_numbers_and_commands(errs, m, k);
+    check_each(errs, m, k, vm_names);
     let kinds = check_observers(errs, s, m, k);
     let records = check_records(errs, m, k);
     check_bytes(errs, m, k);
@@ -153,6 +154,40 @@ fn check_numbers_and_commands(errs: &mut Vec<ValidationError>, m: &MeasureSpec, 
     for (field, v) in [("run", Some(&m.run)), ("setup", m.setup.as_ref()), ("teardown", m.teardown.as_ref())] {
         if let Some(v) = v {
             guest::check_command(errs, &format!("{k}.{field}"), v);
+        }
+    }
+}
+
+/// `each`: every action on a VM of the suite, with a command; at least one action.
+fn check_each(errs: &mut Vec<ValidationError>, m: &MeasureSpec, k: &str, vm_names: &BTreeSet<&str>) {
+    let Some(each) = &m.each else { return };
+    if each.before.is_empty() && each.after.is_empty() {
+        errs.push(ValidationError::Rule {
+            key: format!("{k}.each"),
+            message:
+                "`each` has no actions: give `before` or `after` a list of {on: VM, run: COMMAND}, or leave `each` out"
+                    .into(),
+        });
+    }
+    for (list, actions) in [("before", &each.before), ("after", &each.after)] {
+        if actions.len() > limits::ACTIONS {
+            errs.push(ValidationError::OutOfRange {
+                key: format!("{k}.each.{list}"),
+                value: format!("{} actions", actions.len()),
+                range: format!("at most {}", limits::ACTIONS),
+            });
+        }
+        for (j, a) in actions.iter().enumerate() {
+            let key = format!("{k}.each.{list}[{j}]");
+            if !vm_names.contains(a.on.as_str()) {
+                errs.push(ValidationError::Unknown {
+                    key: format!("{key}.on"),
+                    what: "VM",
+                    value: a.on.clone(),
+                    hint: format!(" (VMs: {})", vm_names.iter().copied().collect::<Vec<_>>().join(", ")),
+                });
+            }
+            guest::check_command(errs, &format!("{key}.run"), &a.run);
         }
     }
 }
