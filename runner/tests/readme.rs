@@ -451,7 +451,7 @@ fn key_paths(value: &serde_yaml::Value, path: &str, suite: &str, out: &mut BTree
                 };
                 let full = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
                 out.insert((full.clone(), suite.to_string()));
-                if path == "vms[].variants" {
+                if path == "vms[].variants" && !matches!(key.as_str(), "exclude" | "include") {
                     let varied = format!("vms[].{key}");
                     match v {
                         serde_yaml::Value::Sequence(values) => {

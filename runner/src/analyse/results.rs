@@ -1,13 +1,15 @@
-//! `results.json`, schema 3: the analysed results of a run folder.
+//! `results.json`, schema 4: the analysed results of a run folder.
 //!
 //! # Schema
 //!
 //! ```text
-//! schema         3
+//! schema         4
 //! suite          suite name
 //! measurements[] one per measurement (the nfs_read preset's is named "nfs-read"):
 //!   name, preset ("nfs_read" or absent), metric ("elapsed_s", …), better ("lower"|"higher"),
-//!   baseline     VM name
+//!   baseline     VM name (with groups: the first group's)
+//!   groups[]     (measurements with `baseline: {axis, value}`) name, baseline, vms[]: each
+//!                group's VMs are compared with its own baseline
 //!   vms[]        vm, kernel_release (uname -r in the guest),
 //!                metric / elapsed_s: {n, min, max, median, mean, cv} over counted iterations,
 //!                median_mb_s, ratio_to_baseline, comparison {candidate, baseline,
@@ -34,6 +36,9 @@
 //!                sha256, guest_sha256}], problems[]
 //! ```
 //!
+//! Schema 4 added `measurements[].groups` (absent without them, so schema 3 results read
+//! as schema 4 unchanged).
+//!
 //! Schema 3 added `comparison.policy`, `comparison.test`, `comparison.detectable` and
 //! the verdict `undecided` (the Mann–Whitney rule of [`crate::measure::verdict`]);
 //! schema 2 results read as schema 3 with the ranges rule and no test.
@@ -54,7 +59,7 @@ use crate::run::record::{RunDirError, StepStatus};
 use crate::scenarios::nfs_read;
 
 /// `results.json`'s schema version.
-pub const RESULTS_SCHEMA: u32 = 3;
+pub const RESULTS_SCHEMA: u32 = 4;
 /// The oldest `results.json` schema this vmrepro reads ([`read_results`]).
 pub const OLDEST_RESULTS_SCHEMA: u32 = 2;
 /// Name of the results in a run folder.

@@ -300,8 +300,13 @@ pub struct MeasurementResult {
     /// Its unit, when it is a number `run` printed (`metric:`) and the suite gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<String>,
-    /// The baseline VM.
+    /// The baseline VM (with `groups`: the first group's).
     pub baseline: String,
+    /// Groups of VMs each compared with its own baseline (`baseline: {axis, value}`);
+    /// empty: every VM is compared with `baseline`. Absent from results of runs before
+    /// groups existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<crate::schema::measure::BaselineGroup>,
     /// Measured VMs in order.
     pub vms: Vec<VmResult>,
     /// Checks that failed and outputs that could not be read.
@@ -312,6 +317,26 @@ impl MeasurementResult {
     /// The VM named `vm`.
     pub fn vm(&self, vm: &str) -> Option<&VmResult> {
         self.vms.iter().find(|v| v.vm == vm)
+    }
+
+    /// The baseline VM `vm` is compared with: its group's, else `baseline`.
+    pub fn baseline_of(&self, vm: &str) -> &str {
+        self.groups.iter().find(|g| g.vms.iter().any(|v| v == vm)).map_or(self.baseline.as_str(), |g| &g.baseline)
+    }
+
+    /// Who is compared with whom, in words: `baseline client-a`, or `a baseline per
+    /// group: client-v6-1-idle (group client-v6-1), client-v6-12-idle (group client-v6-12)`.
+    pub fn baseline_words(&self) -> String {
+        if self.groups.is_empty() {
+            return format!("baseline {}", self.baseline);
+        }
+        let each: Vec<String> = self.groups.iter().map(|g| format!("{} (group {})", g.baseline, g.name)).collect();
+        format!("a baseline per group: {}", each.join(", "))
+    }
+
+    /// Whether `vm` is a baseline (its group's, or the measurement's).
+    pub fn is_baseline(&self, vm: &str) -> bool {
+        self.baseline_of(vm) == vm
     }
 }
 
@@ -377,9 +402,20 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
             o.sort();
             o
         };
-        let base = vms.iter().find(|v| v.vm == m.baseline).map(sorted).unwrap_or_default();
-        for v in vms.iter_mut().filter(|v| v.vm != m.baseline) {
-            v.verdict = Some(if sorted(v) == base { "same outcome" } else { "different outcome" }.to_string());
+        let bases: BTreeMap<&str, Vec<Outcome>> =
+            vms.iter().filter(|v| m.baseline_of(&v.vm) == v.vm).map(|v| (v.vm.as_str(), sorted(v))).collect();
+        let verdicts: Vec<Option<String>> = vms
+            .iter()
+            .map(|v| {
+                let base = m.baseline_of(&v.vm);
+                (base != v.vm).then(|| {
+                    let same = bases.get(base).is_some_and(|b| *b == sorted(v));
+                    if same { "same outcome" } else { "different outcome" }.to_string()
+                })
+            })
+            .collect();
+        for (v, verdict) in vms.iter_mut().zip(verdicts) {
+            v.verdict = verdict;
         }
         return Ok(MeasurementResult {
             name: m.name.clone(),
@@ -388,15 +424,18 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
             better: m.metric.better,
             unit: metric_unit(m),
             baseline: m.baseline.clone(),
+            groups: m.groups.clone(),
             vms,
             problems,
         });
     }
-    let base = vms.iter().find(|v| v.vm == m.baseline).map(|v| oriented(values(v))).unwrap_or_default();
+    let bases: BTreeMap<String, Vec<f64>> =
+        vms.iter().filter(|v| m.baseline_of(&v.vm) == v.vm).map(|v| (v.vm.clone(), oriented(values(v)))).collect();
     for v in &mut vms {
+        let base = bases.get(m.baseline_of(&v.vm)).cloned().unwrap_or_default();
         if let Some(cmp) = compare(&oriented(values(v)), &base, &m.verdict) {
             v.ratio_to_baseline = Some(cmp.median_ratio);
-            if v.vm != m.baseline {
+            if v.vm != m.baseline_of(&v.vm) {
                 v.verdict = Some(verdict_text(&cmp, m.metric.is_speed()));
                 v.comparison = Some(cmp);
             }
@@ -409,6 +448,7 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
         better: m.metric.better,
         unit: metric_unit(m),
         baseline: m.baseline.clone(),
+        groups: m.groups.clone(),
         vms,
         problems,
     })

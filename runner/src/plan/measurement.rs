@@ -11,6 +11,13 @@ use crate::schema::measure::VerdictSpec;
 pub use crate::schema::measure::{Better, MetricFrom, When};
 use crate::schema::SnapshotVerdicts;
 
+impl MeasurementPlan {
+    /// The baseline VM `vm` is compared with: its group's, else `baseline`.
+    pub fn baseline_of(&self, vm: &str) -> &str {
+        self.groups.iter().find(|g| g.vms.iter().any(|v| v == vm)).map_or(self.baseline.as_str(), |g| &g.baseline)
+    }
+}
+
 /// A measurement, ready to expand and to analyse.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasurementPlan {
@@ -21,8 +28,12 @@ pub struct MeasurementPlan {
     pub preset: Option<String>,
     /// The measured VMs, in order, with their commands.
     pub vms: Vec<MeasuredVm>,
-    /// The VM the others are compared with.
+    /// The VM the others are compared with (with `groups`: the first group's).
     pub baseline: String,
+    /// Groups of VMs each compared with its own baseline (`baseline: {axis, value}`);
+    /// empty: every VM is compared with `baseline`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<crate::schema::measure::BaselineGroup>,
     /// Measured iterations per VM.
     pub repeat: u32,
     /// Unmeasured iterations per VM before the measured ones.

@@ -81,8 +81,8 @@ pub fn diff(then: &Results, now: &Results, then_label: &str, now_label: &str) ->
         for vm in vms {
             let va = a.and_then(|m| m.vm(vm));
             let vb = b.and_then(|m| m.vm(vm));
-            let base_a = a.map_or("", |m| m.baseline.as_str());
-            let base_b = b.map_or("", |m| m.baseline.as_str());
+            let base_a = a.map_or("", |m| m.baseline_of(vm));
+            let base_b = b.map_or("", |m| m.baseline_of(vm));
             let kernel = match (va.map(|v| &v.kernel_release), vb.map(|v| &v.kernel_release)) {
                 (Some(x), Some(y)) if x == y => x.clone(),
                 (Some(x), Some(y)) => format!("{x} → {y}"),

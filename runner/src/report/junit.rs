@@ -80,7 +80,7 @@ pub fn junit(record: &RunRecord, results: Option<&Results>) -> String {
                 let mut tc = TestCase::new(format!("{}/{}", m.name, v.vm), status);
                 tc.set_classname(format!("{}.{}", record.suite, m.name));
                 let verdict =
-                    if v.vm == m.baseline { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
+                    if m.is_baseline(&v.vm) { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
                 tc.add_property(Property::new("verdict", verdict.clone()));
                 tc.add_property(Property::new("kernel_release", v.kernel_release.clone()));
                 if let Some(s) = &v.metric {

@@ -71,8 +71,11 @@ pub struct NormMeasurement {
     pub name: String,
     /// The verdict's metric.
     pub metric: String,
-    /// The baseline VM.
+    /// The baseline VM (with `groups`: the first group's).
     pub baseline: String,
+    /// Groups of VMs each compared with its own baseline (absent without).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<crate::schema::measure::BaselineGroup>,
     /// Measured VMs.
     pub vms: Vec<NormMeasuredVm>,
     /// Problems (failed checks, unexpected exit statuses, unreadable outputs).
@@ -136,6 +139,7 @@ fn norm_measurement(m: &MeasurementResult, p: &MeasurementPlan) -> NormMeasureme
         name: m.name.clone(),
         metric: m.metric.clone(),
         baseline: m.baseline.clone(),
+        groups: m.groups.clone(),
         vms: m
             .vms
             .iter()

@@ -96,8 +96,12 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
     }
     head.push_str(&format!(" {:>6} {:<20} {}", "ratio", "verdict", "outcomes"));
     let _ = writeln!(t, "{head}");
-    for v in &m.vms {
-        let verdict = if v.vm == m.baseline { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
+    for (group, v) in grouped(m) {
+        if let Some(g) = group {
+            let _ = writeln!(t, "{g}");
+        }
+        let verdict =
+            if m.is_baseline(&v.vm) { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
         let mut line = format!(
             "{:<42} {:>12}",
             format!("{} ({})", v.kernel_release, v.vm),
@@ -149,8 +153,12 @@ fn outcome_table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
     let mut t = String::new();
     let _ = writeln!(t, "measurement {}: outcome (how each iteration ended)", m.name);
     let _ = writeln!(t, "{:<42} {:<20} outcomes", "kernel (vm)", "verdict");
-    for v in &m.vms {
-        let verdict = if v.vm == m.baseline { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
+    for (group, v) in grouped(m) {
+        if let Some(g) = group {
+            let _ = writeln!(t, "{g}");
+        }
+        let verdict =
+            if m.is_baseline(&v.vm) { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
         let outcomes: Vec<String> = v.outcomes.iter().map(short_outcome).collect();
         let _ =
             writeln!(t, "{:<42} {:<20} {}", format!("{} ({})", v.kernel_release, v.vm), verdict, outcomes.join(" "));
@@ -160,6 +168,22 @@ fn outcome_table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
         let _ = writeln!(t, "problem: {pr}");
     }
     t
+}
+
+/// The VMs of `m` in the table's order: with groups, group by group, each group's
+/// first VM with the group's heading (`group client-v6-1 (baseline client-v6-1-idle):`);
+/// else in measured order.
+fn grouped(m: &MeasurementResult) -> Vec<(Option<String>, &VmResult)> {
+    if m.groups.is_empty() {
+        return m.vms.iter().map(|v| (None, v)).collect();
+    }
+    let mut out = Vec::new();
+    for g in &m.groups {
+        for (n, v) in g.vms.iter().filter_map(|name| m.vm(name)).enumerate() {
+            out.push(((n == 0).then(|| format!("group {} (baseline {}):", g.name, g.baseline)), v));
+        }
+    }
+    out
 }
 
 /// The line that says how the VMs' outcomes differ, when they do.
@@ -172,7 +196,7 @@ fn outcome_lines(t: &mut String, m: &MeasurementResult, p: &MeasurementPlan) {
             .vms
             .iter()
             .map(|v| {
-                let base = if v.vm == m.baseline { ", baseline" } else { "" };
+                let base = if m.is_baseline(&v.vm) { ", baseline" } else { "" };
                 format!("{} on {} ({}{base})", v.outcome_words(), v.kernel_release, v.vm)
             })
             .collect();
@@ -232,7 +256,7 @@ fn fmt_value(v: f64) -> String {
 pub fn verdict_lines(m: &MeasurementResult) -> String {
     use crate::measure::verdict::{Detectable, Rule};
     let mut t = String::new();
-    for v in m.vms.iter().filter(|v| v.vm != m.baseline) {
+    for v in m.vms.iter().filter(|v| !m.is_baseline(&v.vm)) {
         let Some(c) = &v.comparison else { continue };
         let p = &c.policy;
         let rule = match p.rule {
@@ -240,7 +264,8 @@ pub fn verdict_lines(m: &MeasurementResult) -> String {
             Rule::MannWhitney => format!("mann_whitney, α {}, floor {}", p.alpha, pct(p.floor)),
         };
         let sizes = format!("{} and {} repeats", c.candidate.n, c.baseline.n);
-        let mut line = format!("{} vs {}: {} ({rule})", v.vm, m.baseline, v.verdict.as_deref().unwrap_or("-"));
+        let mut line =
+            format!("{} vs {}: {} ({rule})", v.vm, m.baseline_of(&v.vm), v.verdict.as_deref().unwrap_or("-"));
         if let Some(test) = &c.test {
             let level = pct(test.confidence);
             let interval = test.interval.map_or(format!("no {level} interval from {sizes}"), |[lo, hi]| {

@@ -4,7 +4,7 @@
 //! measure:
 //!   - name: nfs-write                       # [a-z][a-z0-9-]*; steps are <name>-<N>
 //!     on: [client-5-10, client-6-1]         # the VMs measured, one per kernel/setting
-//!     baseline: client-5-10                 # default: the first
+//!     baseline: client-5-10                 # default: the first; or {axis: env.LOAD, value: idle}
 //!     after: [server/profile-nfs-server-2.4.19]   # vm, vm/step, or another measurement
 //!     repeat: 3                             # measured iterations per VM (default 1)
 //!     warmup: 0                             # unmeasured iterations first (default 0)
@@ -44,9 +44,11 @@ pub struct MeasureSpec {
     pub name: String,
     /// The VMs measured.
     pub on: Vec<String>,
-    /// The VM every other one is compared with (default: the first of `on`).
+    /// The VM every other one is compared with (default: the first of `on`), or, with
+    /// variants, the axis value that is each group's baseline
+    /// (`{axis: env.LOAD, value: idle}`): see [`BaselineSpec`].
     #[serde(default)]
-    pub baseline: Option<String>,
+    pub baseline: Option<BaselineSpec>,
     /// What every iteration waits for: `vm` (its guest agent), `vm/step`, or the name
     /// of another measurement (all its iterations).
     #[serde(default)]
@@ -149,6 +151,93 @@ pub struct ActionSpec {
     pub on: String,
     /// Shell command (run with `sh -c`; stdout and stderr kept, exit 0 expected).
     pub run: String,
+}
+
+/// `baseline:` of a measurement: a measured VM's name, or an axis of the measured VMs'
+/// variants and the value of it that is the baseline.
+///
+/// ```yaml
+/// baseline: client-6-1                      # one baseline for every VM of `on`
+/// baseline: {axis: env.LOAD, value: idle}   # one per group of the other axes' values
+/// ```
+///
+/// With an axis, the variants of each VM of `on` fall into groups that agree on every
+/// other axis (`kernel × env.LOAD` gives one group per kernel); in each group the variant
+/// with `axis` = `value` (its label, or the value as written) is the baseline of the
+/// others. Every VM of `on` must vary `axis` and have `value` in every group.
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
+#[serde(untagged)]
+pub enum BaselineSpec {
+    /// A measured VM (a VM with variants: its first variant).
+    Vm(String),
+    /// An axis and its baseline value.
+    Axis(AxisBaselineSpec),
+    /// What variant expansion makes of [`BaselineSpec::Axis`]: the groups, in the order
+    /// of `on` (never written in a suite).
+    #[schemars(skip)]
+    Groups(Vec<BaselineGroup>),
+}
+
+/// `baseline: {axis, value}`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AxisBaselineSpec {
+    /// An axis of the measured VMs' `variants:` (`env.LOAD`, `kernel`, …).
+    pub axis: String,
+    /// The baseline's value of it: its label (`idle`, `v6-1`) or the value as written.
+    #[schemars(with = "serde_json::Value")]
+    pub value: serde_yaml::Value,
+}
+
+/// One group of a measurement's VMs that share a baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineGroup {
+    /// The group's name: the VM's name and the labels of the other axes (`client-6-1`).
+    pub name: String,
+    /// The baseline VM.
+    pub baseline: String,
+    /// Its VMs in the order of `on`, the baseline among them.
+    pub vms: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for BaselineSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = BaselineSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a measured VM's name, or {axis: AXIS, value: VALUE}")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BaselineSpec, E> {
+                Ok(BaselineSpec::Vm(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<BaselineSpec, A::Error> {
+                AxisBaselineSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(BaselineSpec::Axis)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl BaselineSpec {
+    /// The baseline VMs: the one named, or each group's (none for an unexpanded axis).
+    pub fn vms(&self) -> Vec<&str> {
+        match self {
+            BaselineSpec::Vm(v) => vec![v.as_str()],
+            BaselineSpec::Axis(_) => vec![],
+            BaselineSpec::Groups(g) => g.iter().map(|g| g.baseline.as_str()).collect(),
+        }
+    }
+}
+
+impl MeasureSpec {
+    /// The VMs compared with none: `baseline`'s, else the first of `on`.
+    pub fn baselines(&self) -> Vec<&str> {
+        match &self.baseline {
+            Some(b) => b.vms(),
+            None => self.on.first().map(String::as_str).into_iter().collect(),
+        }
+    }
 }
 
 /// `metric:`: a number the measured command prints, found by a JSON pointer or a

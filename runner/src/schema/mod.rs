@@ -197,7 +197,9 @@ pub struct VmSpec {
     /// the addresses after `address`. Axes: `kernel`, `cmdline`, `memory`, `cpus`,
     /// `sysctl.<name>`, `net.egress.<field>`, `net.offloads`, `env.<NAME>`,
     /// `nfs_read.mount_options`, `nfs_read.read_ahead_kb`. Values are a list (labels
-    /// derived from them) or a map `label: value`. See `crate::suite::variants`.
+    /// derived from them) or a map `label: value`. `exclude:` / `include:` (lists of
+    /// maps axis → value) remove and add or extend combinations, as a CI matrix's do.
+    /// See `crate::suite::variants`.
     #[serde(default)]
     #[schemars(with = "std::collections::BTreeMap<String, serde_json::Value>")]
     pub variants: serde_yaml::Mapping,

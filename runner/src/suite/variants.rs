@@ -34,9 +34,16 @@
 //! | `nfs_read.mount_options` | the client's `mount -o` options |
 //! | `nfs_read.read_ahead_kb` | the client's read-ahead, KiB |
 //!
+//! `exclude:` and `include:` edit the product as a CI matrix's do (`variants/matrix.rs`); a
+//! measurement's `baseline: {axis, value}` makes one baseline per group of the other
+//! axes' values (`variants/groups.rs`).
+//!
 //! Validation expands the variants first and checks the plain suite that results; a
 //! problem of a variant is reported at the VM's key or at the axis value that caused it
 //! ([`KeyMap`]).
+
+mod groups;
+mod matrix;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -99,6 +106,14 @@ impl Axis {
             Axis::NfsMountOptions => Some(("client_mount_options", "nfs_read.mount_options")),
             Axis::NfsReadAhead => Some(("client_read_ahead_kb", "nfs_read.read_ahead_kb")),
             _ => None,
+        }
+    }
+
+    /// The axis's name as written (`env.LOAD`, `nfs_read.mount_options`).
+    fn name(&self) -> String {
+        match self.nfs_client_map() {
+            Some((_, name)) => name.to_string(),
+            None => self.field(),
         }
     }
 
@@ -181,6 +196,9 @@ fn axes(vm: &VmSpec, i: usize) -> Result<Vec<(Axis, Vec<AxisValue>)>, Vec<Valida
             Value::String(s) => s.clone(),
             other => crate::schema::text::scalar_text(other),
         };
+        if matrix::KEYS.contains(&name.as_str()) {
+            continue;
+        }
         let key = format!("vms[{i}].variants.{name}");
         let Some(axis) = Axis::parse(&name) else {
             errs.push(ValidationError::Rule { key, message: format!("{name:?} is not a variant axis (axes: {AXES})") });
@@ -216,12 +234,7 @@ fn axes(vm: &VmSpec, i: usize) -> Result<Vec<(Axis, Vec<AxisValue>)>, Vec<Valida
         }
         let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
         for v in &vals {
-            let ok = !v.label.is_empty()
-                && v.label.len() <= 16
-                && v.label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !v.label.starts_with('-')
-                && !v.label.ends_with('-');
-            if !ok {
+            if !label_ok(&v.label) {
                 errs.push(ValidationError::Rule {
                     key: v.key.clone(),
                     message: format!(
@@ -246,6 +259,16 @@ fn axes(vm: &VmSpec, i: usize) -> Result<Vec<(Axis, Vec<AxisValue>)>, Vec<Valida
     } else {
         Err(errs)
     }
+}
+
+/// Whether `label` can name a variant: lowercase letters, digits and inner `-`, at most
+/// 16 characters.
+fn label_ok(label: &str) -> bool {
+    !label.is_empty()
+        && label.len() <= 16
+        && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !label.starts_with('-')
+        && !label.ends_with('-')
 }
 
 /// A list value's label: its derived label, or, when the value has text but no letter
@@ -309,8 +332,19 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
     if !errs.is_empty() {
         return Err(errs);
     }
+    // `exclude`/`include` without an axis.
+    for (i, vm) in spec.vms.iter().enumerate().filter(|(i, _)| all_axes[*i].is_empty()) {
+        for k in matrix::KEYS.iter().filter(|k| vm.variants.contains_key(**k)) {
+            errs.push(ValidationError::Rule {
+                key: format!("vms[{i}].variants.{k}"),
+                message: format!("{k} edits the product of the VM's axes, and it has none"),
+            });
+        }
+    }
     if all_axes.iter().all(Vec::is_empty) {
-        return Ok((spec.clone(), KeyMap::default()));
+        let mut out = spec.clone();
+        set_groups(&mut out, &groups::Variants::new(), &mut errs);
+        return if errs.is_empty() { Ok((out, KeyMap::default())) } else { Err(errs) };
     }
     // Saturating: 64 axes of two values would overflow; anything that large is refused.
     let total: usize = all_axes
@@ -336,14 +370,29 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
     let mut expanded_names: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut nfs_mount: BTreeMap<String, String> = BTreeMap::new();
     let mut nfs_ra: BTreeMap<String, u32> = BTreeMap::new();
+    let mut variants = groups::Variants::new();
     for (i, (vm, axes)) in spec.vms.iter().zip(&all_axes).enumerate() {
         if axes.is_empty() {
             map.vms.insert(out.vms.len(), (i, vec![]));
             out.vms.push(VmSpec { variants: Default::default(), ..vm.clone() });
             continue;
         }
-        let combos = product(axes);
-        let refused = refusals(spec, i, vm, axes, combos.len());
+        let combos = match matrix::edit(vm, i, axes, product(axes)) {
+            Ok(c) => c,
+            Err(e) => {
+                errs.extend(e);
+                continue;
+            }
+        };
+        // The refusals judge every axis a variant sets: the product's and those an
+        // `include` adds.
+        let mut set_axes = axes.clone();
+        for (axis, av) in combos.iter().flatten() {
+            if !set_axes.iter().any(|(a, _)| a == axis) {
+                set_axes.push((axis.clone(), vec![av.clone()]));
+            }
+        }
+        let refused = refusals(spec, i, vm, &set_axes, combos.len());
         if !refused.is_empty() {
             errs.extend(refused);
             continue;
@@ -351,8 +400,9 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
         let mut names = Vec::new();
         for (n, combo) in combos.iter().enumerate() {
             let mut v = VmSpec { variants: Default::default(), ..vm.clone() };
-            v.name =
-                format!("{}-{}", vm.name, combo.iter().map(|(_, av)| av.label.as_str()).collect::<Vec<_>>().join("-"));
+            // Axes an `include` adds (no label) don't name the variant.
+            let labels: Vec<&str> = combo.iter().map(|(_, av)| av.label.as_str()).filter(|l| !l.is_empty()).collect();
+            v.name = format!("{}-{}", vm.name, labels.join("-"));
             v.address = match u32::from(vm.address).checked_add(n as u32) {
                 Some(a) => Ipv4Addr::from(a),
                 None => {
@@ -380,6 +430,7 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
             }
             map.vms.insert(out.vms.len(), (i, fields));
             names.push(v.name.clone());
+            variants.entry(vm.name.clone()).or_default().push((v.name.clone(), combo.clone()));
             out.vms.push(v);
         }
         expanded_names.insert(vm.name.clone(), names);
@@ -388,8 +439,21 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
     if !errs.is_empty() {
         return Err(errs);
     }
+    set_groups(&mut out, &variants, &mut errs);
+    if !errs.is_empty() {
+        return Err(errs);
+    }
     rewrite_references(&mut out, &expanded_names, &mut map, nfs_mount, nfs_ra);
     Ok((out, map))
+}
+
+/// Replaces each measurement's `baseline: {axis, value}` of `s` (its `on` still as
+/// written) with its groups ([`groups::groups`]), or adds their problems to `errs`.
+fn set_groups(s: &mut SuiteSpec, variants: &groups::Variants, errs: &mut Vec<ValidationError>) {
+    let found = groups::groups(s, variants, errs);
+    for (mi, g) in found {
+        s.measure[mi].baseline = Some(crate::schema::measure::BaselineSpec::Groups(g));
+    }
 }
 
 /// Why VM `vm` (`vms[i]`) can't have the variants of `axes` (`combos` of them), each
@@ -687,18 +751,19 @@ fn rewrite_references(
         n.client_mount_options = expand_keys(&n.client_mount_options, names);
         n.client_mount_options.extend(nfs_mount);
         n.client_setup = expand_keys(&n.client_setup, names);
-        let baseline = n.baseline.clone().or_else(|| n.clients.first().cloned());
-        n.client_snapshot_verdicts =
-            expand_overrides(&n.client_snapshot_verdicts, names, &n.clients, baseline.as_deref());
+        let baseline: Vec<String> = n.baseline.clone().or_else(|| n.clients.first().cloned()).into_iter().collect();
+        n.client_snapshot_verdicts = expand_overrides(&n.client_snapshot_verdicts, names, &n.clients, &baseline);
         n.client_read_ahead_kb = expand_keys(&n.client_read_ahead_kb, names);
         n.client_read_ahead_kb.extend(nfs_ra);
     }
     for (m, spec) in s.measure.iter_mut().enumerate() {
         spec.on = list(&spec.on, &format!("measure[{m}].on"), map);
-        spec.baseline = spec.baseline.as_deref().map(first);
+        if let Some(crate::schema::measure::BaselineSpec::Vm(b)) = &mut spec.baseline {
+            *b = first(b);
+        }
+        let baselines: Vec<String> = spec.baselines().into_iter().map(String::from).collect();
         if let Some(snap) = &mut spec.snapshot {
-            let baseline = spec.baseline.clone().or_else(|| spec.on.first().cloned());
-            snap.verdict_by_vm = expand_overrides(&snap.verdict_by_vm, names, &spec.on, baseline.as_deref());
+            snap.verdict_by_vm = expand_overrides(&snap.verdict_by_vm, names, &spec.on, &baselines);
         }
         spec.after = after(&spec.after);
         let mut observe = Vec::new();
@@ -725,14 +790,14 @@ fn expand_keys<V: Clone>(m: &BTreeMap<String, V>, names: &BTreeMap<String, Vec<S
 }
 
 /// Per-VM snapshot verdict overrides with a VM that has variants replaced by those of
-/// its variants that are `compared`, other than `baseline` (which has no verdict). A
+/// its variants that are `compared`, other than the `baselines` (which have no verdict). A
 /// key naming no compared variant, one variant, or the baseline itself is kept as
 /// written, for the checks to judge where it was written.
 fn expand_overrides<V: Clone>(
     m: &BTreeMap<String, V>,
     names: &BTreeMap<String, Vec<String>>,
     compared: &[String],
-    baseline: Option<&str>,
+    baselines: &[String],
 ) -> BTreeMap<String, V> {
     let mut out = BTreeMap::new();
     for (k, v) in m {
@@ -740,7 +805,7 @@ fn expand_overrides<V: Clone>(
         if variants.is_empty() {
             out.insert(k.clone(), v.clone());
         } else {
-            out.extend(variants.into_iter().filter(|n| Some(n.as_str()) != baseline).map(|n| (n.clone(), v.clone())));
+            out.extend(variants.into_iter().filter(|n| !baselines.contains(n)).map(|n| (n.clone(), v.clone())));
         }
     }
     // A key written for one variant wins over its VM's.
@@ -819,6 +884,74 @@ measure:
         assert_eq!(map.remap("vms[3].env.VERS"), "vms[1].variants.env.VERS[1]");
         assert_eq!(map.remap("nfs_read.clients[3]"), "nfs_read.clients[0]");
         assert_eq!(map.remap("vms[0].profile"), "vms[0].profile");
+    }
+
+    #[test]
+    fn exclude_and_include_edit_the_product_and_groups_follow_the_baseline_axis() {
+        let s = suite(
+            r#"
+name: t
+network: { subnet: 10.85.0.0/24 }
+vms:
+  - name: c
+    kernel: { debian: "6.1" }
+    address: 10.85.0.10
+    variants:
+      kernel: { a: { debian: "6.1" }, b: { debian: "6.12" } }
+      env.LOAD: { idle: "0", busy: "2" }
+      exclude: [{ kernel: a, env.LOAD: busy }]
+      include:
+        - { kernel: b, env.LOAD: "4" }
+        - { kernel: a, env.DEPTH: "32" }
+        - { kernel: { debian: "6.12" }, env.LOAD: idle, env.EXTRA: "x" }
+measure:
+  - { name: m, on: [c], baseline: { axis: kernel, value: b }, run: "true" }
+  - { name: n, on: [c], baseline: { axis: env.LOAD, value: "0" }, run: "true" }
+"#,
+        );
+        let (e, _) = expand(&s).unwrap();
+        let names: Vec<&str> = e.vms.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["c-a-idle", "c-b-idle", "c-b-busy", "c-b-4"]);
+        // An include's other axes extend what it matches (by label or by value) and
+        // don't name the variant.
+        assert_eq!(e.vms[0].env.get("DEPTH").map(String::as_str), Some("32"));
+        assert_eq!(e.vms[1].env.get("EXTRA").map(String::as_str), Some("x"));
+        assert_eq!(e.vms[3].env["LOAD"], "4");
+        let groups = |m: usize| match &e.measure[m].baseline {
+            Some(crate::schema::measure::BaselineSpec::Groups(g)) => {
+                g.iter().map(|g| (g.name.clone(), g.baseline.clone(), g.vms.len())).collect::<Vec<_>>()
+            }
+            other => panic!("{other:?}"),
+        };
+        // Any axis can be the grouping one: by kernel, each load is a group.
+        assert_eq!(
+            groups(0),
+            [
+                ("c-idle".to_string(), "c-b-idle".to_string(), 2),
+                ("c-busy".into(), "c-b-busy".into(), 1),
+                ("c-4".into(), "c-b-4".into(), 1)
+            ]
+        );
+        assert_eq!(groups(1), [("c-a".to_string(), "c-a-idle".to_string(), 1), ("c-b".into(), "c-b-idle".into(), 3)]);
+    }
+
+    #[test]
+    fn an_edit_that_does_nothing_or_a_group_without_baseline_is_refused() {
+        let base = "name: t\nnetwork: { subnet: 10.85.0.0/24 }\nvms:\n  - name: c\n    kernel: { debian: \"6.1\" }\n    address: 10.85.0.10\n    variants:\n      kernel: { a: { debian: \"6.1\" }, b: { debian: \"6.12\" } }\n      env.LOAD: [idle, busy]\n";
+        let key = |extra: &str| {
+            let errs = expand(&suite(&format!("{base}{extra}"))).unwrap_err();
+            errs.iter().map(|e| e.key().to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            key("      exclude: [{ kernel: a }, { kernel: a, env.LOAD: idle }]\n"),
+            ["vms[0].variants.exclude[1]"]
+        );
+        assert_eq!(key("      include: [{ kernel: a }]\n"), ["vms[0].variants.include[0]"]);
+        assert_eq!(key("      exclude: [{ kernel: a }, { kernel: b }]\n"), ["vms[0].variants.exclude"]);
+        assert_eq!(
+            key("      exclude: [{ kernel: b, env.LOAD: idle }]\nmeasure:\n  - { name: m, on: [c], baseline: { axis: env.LOAD, value: idle }, run: \"true\" }\n"),
+            ["measure[0].baseline"]
+        );
     }
 
     #[test]

@@ -64,8 +64,8 @@ pub(super) fn who(v: &VmResult) -> String {
 pub fn headline(suite: &str, measurements: &[MeasurementResult]) -> String {
     let mut best: Option<(Direction, f64, String)> = None;
     for m in measurements {
-        let Some(base) = m.vm(&m.baseline) else { continue };
-        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
+        for c in m.vms.iter().filter(|v| !m.is_baseline(&v.vm)) {
+            let Some(base) = m.vm(m.baseline_of(&c.vm)) else { continue };
             let d = direction(c);
             let Some(p) = pct(base, c) else { continue };
             if !matches!(d, Direction::Regression | Direction::Improvement) {

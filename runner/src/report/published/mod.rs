@@ -170,8 +170,8 @@ fn summary_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) ->
     let mut s = Section::new("Summary");
     let mut lines = Vec::new();
     for m in &r.measurements {
-        let Some(base) = m.vm(&m.baseline) else { continue };
-        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
+        for c in m.vms.iter().filter(|v| !m.is_baseline(&v.vm)) {
+            let Some(base) = m.vm(m.baseline_of(&c.vm)) else { continue };
             lines.push(summary_line(m, base, c));
         }
     }
@@ -328,18 +328,19 @@ fn differences_section(a: &Analysis, _env: Option<&Environment>, vms: &[PlanVm])
     let mut s = Section::new("Environment differences");
     let mut items = Vec::new();
     for m in &r.measurements {
-        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
-            let d = environment_differences(a, vms, &m.baseline, &c.vm);
-            let same_kernel = vm_of(vms, &m.baseline).map(|v| &v.kernel) == vm_of(vms, &c.vm).map(|v| &v.kernel);
+        for c in m.vms.iter().filter(|v| !m.is_baseline(&v.vm)) {
+            let baseline = m.baseline_of(&c.vm);
+            let d = environment_differences(a, vms, baseline, &c.vm);
+            let same_kernel = vm_of(vms, baseline).map(|v| &v.kernel) == vm_of(vms, &c.vm).map(|v| &v.kernel);
             if d.is_empty() {
                 items.push(if same_kernel {
-                    format!("{} vs {}: same kernel and same settings; only their name, address and MAC differ (an A/A comparison: any difference is noise).", c.vm, m.baseline)
+                    format!("{} vs {}: same kernel and same settings; only their name, address and MAC differ (an A/A comparison: any difference is noise).", c.vm, baseline)
                 } else {
-                    format!("{} vs {}: they differ only in their kernel.", c.vm, m.baseline)
+                    format!("{} vs {}: they differ only in their kernel.", c.vm, baseline)
                 });
             } else {
                 let k = if same_kernel { "" } else { "the kernel, and " };
-                items.push(format!("{} vs {}: they differ in {k}these: {}.", c.vm, m.baseline, d.join("; ")));
+                items.push(format!("{} vs {}: they differ in {k}these: {}.", c.vm, baseline, d.join("; ")));
             }
         }
     }
@@ -361,14 +362,14 @@ fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm])
         };
         let n = m.vms.first().map_or(0, |v| v.iterations.iter().filter(|i| i.counted).count());
         s.push(Block::Para(format!(
-            "Measurement {}: metric {}{} ({better}), {n} counted repeat(s) per VM, baseline {}. value = median of the repeats, %stddev = standard deviation / mean, %change = candidate vs baseline; counters are deltas over the measured command.",
+            "Measurement {}: metric {}{} ({better}), {n} counted repeat(s) per VM, {}. value = median of the repeats, %stddev = standard deviation / mean, %change = candidate vs baseline; counters are deltas over the measured command.",
             m.name,
             m.metric,
             m.unit.as_ref().map_or(String::new(), |u| format!(" in {u}, a number the measured command printed")),
-            m.baseline
+            m.baseline_words()
         )));
-        let Some(base) = m.vm(&m.baseline) else { continue };
-        for c in m.vms.iter().filter(|v| v.vm != m.baseline) {
+        for c in m.vms.iter().filter(|v| !m.is_baseline(&v.vm)) {
+            let Some(base) = m.vm(m.baseline_of(&c.vm)) else { continue };
             let mut t = format!("baseline:  {}\ncandidate: {}\n\n", who(base), who(c));
             t.push_str(&comparison_table::table(&base.vm, &c.vm, &comparison_rows(m, base, c)));
             t.push_str(&format!(
@@ -386,7 +387,7 @@ fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm])
                 release: v.kernel_release.clone(),
                 values: counted(v).filter_map(|i| metric_value(&m.metric, i)).collect(),
                 median: v.metric.as_ref().map(|s| s.median),
-                baseline: v.vm == m.baseline,
+                baseline: m.is_baseline(&v.vm),
                 verdict: v.verdict.clone().unwrap_or_else(|| "-".into()),
             })
             .collect();

@@ -162,6 +162,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         preset: Some(SCENARIO.into()),
         vms: measured,
         baseline: plan.baseline.clone(),
+        groups: vec![],
         repeat: n.repeat.unwrap_or(crate::plan::DEFAULT_REPEAT),
         warmup: n.warmup.unwrap_or(0),
         concurrent: n.concurrent.unwrap_or(false),

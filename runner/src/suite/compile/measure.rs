@@ -10,7 +10,7 @@ use crate::plan::measurement::{
 };
 use crate::plan::nfs_read::NfsPlan;
 use crate::plan::{names, Dependency, VmPlan, DEFAULT_METRIC, DEFAULT_OUTPUT_METRIC, DEFAULT_REPEAT};
-use crate::schema::measure::{MeasureSpec, ObserverSpec, OutputMetricSpec};
+use crate::schema::measure::{BaselineSpec, MeasureSpec, ObserverSpec, OutputMetricSpec};
 use crate::schema::text::scalar_text;
 use crate::schema::SuiteSpec;
 
@@ -75,7 +75,11 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
         name: spec.name.clone(),
         preset: None,
         vms: spec.on.iter().map(|vm| MeasuredVm { vm: vm.clone(), commands: commands.clone() }).collect(),
-        baseline: spec.baseline.clone().unwrap_or_else(|| spec.on[0].clone()),
+        baseline: spec.baselines().first().map_or_else(|| spec.on[0].clone(), |b| b.to_string()),
+        groups: match &spec.baseline {
+            Some(BaselineSpec::Groups(g)) => g.clone(),
+            _ => vec![],
+        },
         repeat: spec.repeat.unwrap_or(DEFAULT_REPEAT),
         warmup: spec.warmup.unwrap_or(0),
         concurrent: spec.concurrent.unwrap_or(false),

@@ -101,7 +101,7 @@ fn check_vms_after(
             errs.push(ValidationError::Duplicate { key, what: "VM", value: vm.clone(), first: format!("{k}.on") });
         }
     }
-    if let Some(b) = &m.baseline {
+    if let Some(crate::schema::measure::BaselineSpec::Vm(b)) = &m.baseline {
         if !m.on.contains(b) {
             rule(
                 errs,
@@ -404,13 +404,7 @@ fn check_snapshot(
     let rule = |errs: &mut Vec<ValidationError>, key: String, message: String| {
         errs.push(ValidationError::Rule { key, message })
     };
-    super::verdict_overrides(
-        errs,
-        &format!("{k}.snapshot.verdict_by_vm"),
-        &snap.verdict_by_vm,
-        &m.on,
-        m.baseline.as_deref(),
-    );
+    super::verdict_overrides(errs, &format!("{k}.snapshot.verdict_by_vm"), &snap.verdict_by_vm, &m.on, &m.baselines());
     for (j, name) in snap.signs.iter().enumerate() {
         if let Err(e) = metric_ok(m, kinds, name) {
             rule(errs, format!("{k}.snapshot.signs[{j}]"), e);
@@ -489,8 +483,8 @@ fn section_ok(records: &BTreeSet<&str>, name: &str) -> bool {
 /// baseline (`baseline`, else the first of `on`) has `none` as its own or the
 /// measurement's policy. True when no VM is compared.
 fn keeps_no_verdict(m: &MeasureSpec, snap: &crate::schema::measure::MeasureSnapshotSpec) -> bool {
-    let baseline = m.baseline.as_ref().or(m.on.first());
-    m.on.iter().filter(|vm| Some(*vm) != baseline).all(|vm| {
+    let baselines = m.baselines();
+    m.on.iter().filter(|vm| !baselines.contains(&vm.as_str())).all(|vm| {
         snap.verdict_by_vm.get(vm).copied().unwrap_or(snap.verdict.unwrap_or_default())
             == crate::schema::SnapshotVerdicts::None
     })

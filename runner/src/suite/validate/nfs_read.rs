@@ -28,7 +28,7 @@ pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
         "nfs_read.client_snapshot_verdicts",
         &n.client_snapshot_verdicts,
         &n.clients,
-        n.baseline.as_deref(),
+        &n.baseline.as_deref().into_iter().collect::<Vec<_>>(),
     );
     check_concurrent(errs, s, n);
     check_mounts(errs, n);

@@ -51,15 +51,16 @@ pub(crate) fn verdict_spec(errs: &mut Vec<ValidationError>, key: &str, v: &crate
 
 /// Checks a per-VM map of snapshot verdict overrides at `key` (`key.<vm>` per entry):
 /// every VM must be one of `compared` (the measured VMs, in order) and not the
-/// baseline (`baseline`, else the first of `compared`), which has no verdict.
+/// baselines (`baselines`, else the first of `compared`), which have no verdict.
 pub(crate) fn verdict_overrides<V>(
     errs: &mut Vec<ValidationError>,
     key: &str,
     overrides: &std::collections::BTreeMap<String, V>,
     compared: &[String],
-    baseline: Option<&str>,
+    baselines: &[&str],
 ) {
-    let baseline = baseline.or(compared.first().map(String::as_str));
+    let first: Vec<&str> = compared.first().map(String::as_str).into_iter().collect();
+    let baselines = if baselines.is_empty() { &first } else { baselines };
     for vm in overrides.keys() {
         let key = format!("{key}.{vm}");
         if !compared.contains(vm) {
@@ -72,7 +73,7 @@ pub(crate) fn verdict_overrides<V>(
                     crate::schema::text::non_ascii_hint(vm)
                 ),
             });
-        } else if Some(vm.as_str()) == baseline {
+        } else if baselines.contains(&vm.as_str()) {
             errs.push(ValidationError::Rule {
                 key,
                 message: format!(
