@@ -3,7 +3,9 @@
 //! [`expand`] adds, for every round (warm-up rounds first, then the measured ones) and
 //! every measured VM in order, one iteration step (the script of
 //! [`super::script::iteration_script`]) to that VM; with `concurrent: false` each
-//! iteration waits for the one before it, so one VM is measured at a time. Each remote
+//! iteration waits for the one before it, so one VM is measured at a time; with
+//! adaptive repeats and `concurrent: true`, each round waits for every VM's previous
+//! one (the stopping rule looks at whole rounds). Each remote
 //! observer adds a step to its VM before every iteration and one after the last; the
 //! plan records which remote steps surround which iteration
 //! ([`Iteration::remote`]), so the analysis never rebuilds step names.
@@ -35,14 +37,22 @@ pub fn expand(
         if m.concurrent { vec![] } else { m.remote.iter().cloned().enumerate().collect() };
     // Per remote observer: the iteration whose `after` step is still to be named.
     let mut open: Vec<Option<(usize, usize)>> = vec![None; m.remote.len()];
+    // Adaptive repeats decide after each whole round: concurrent VMs wait for it.
+    let barrier = m.concurrent && m.adaptive.is_some();
+    let mut last_round: Vec<Dependency> = vec![];
     for round in 1..=m.warmup + m.repeat {
         let warmup = round <= m.warmup;
         let number = if warmup { round } else { round - m.warmup };
+        let mut this_round = vec![];
         for mv in &m.vms {
             let step = names::iteration(&m.name, warmup, number);
             let mut deps: Vec<Dependency> = after.to_vec();
             if !m.concurrent {
                 deps.extend(previous.clone());
+            }
+            if barrier {
+                deps.extend(last_round.iter().cloned());
+                this_round.push(Dependency::ended(&mv.vm, &step));
             }
             let mut readings = Vec::new();
             for (ri, r) in &remote {
@@ -81,6 +91,7 @@ pub fn expand(
             m.iterations.push(Iteration { vm: mv.vm.clone(), step: step.clone(), number, warmup, remote: readings });
             *previous = Some(Dependency::ended(&mv.vm, &step));
         }
+        last_round = this_round;
     }
     for (ri, r) in &remote {
         let name = names::netem_final(&m.name);

@@ -13,6 +13,7 @@ pub mod locate;
 pub mod measure;
 pub mod nfs_read;
 pub mod package;
+pub mod repeat;
 pub mod scan;
 pub mod text;
 

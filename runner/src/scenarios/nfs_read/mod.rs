@@ -163,6 +163,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         vms: measured,
         baseline: plan.baseline.clone(),
         repeat: n.repeat.unwrap_or(crate::plan::DEFAULT_REPEAT),
+        adaptive: None,
         warmup: n.warmup.unwrap_or(0),
         concurrent: n.concurrent.unwrap_or(false),
         expect_exit: 0,
