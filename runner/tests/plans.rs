@@ -130,3 +130,44 @@ fn each_vm_needs_the_kernel_features_of_its_role() {
     // smoke: no server, no netem: nothing beyond what every guest needs to boot.
     assert!(needs("smoke.yaml").iter().all(|(_, o)| o.is_empty()));
 }
+
+/// `repeat: {min, max}` plans `max` rounds, shares α among the looks that can decide,
+/// and makes every round of a concurrent measurement wait for the whole previous one.
+#[test]
+fn adaptive_repeats_plan_max_rounds_and_a_barrier_per_round() {
+    let catalog = vmrepro::infra::images::Catalog::load(&root().join("images")).expect("images/");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("adaptive.yaml");
+    let suite = "name: adaptive
+network: {subnet: 10.80.0.0/24}
+vms:
+  - {name: alpha, kernel: {debian: \"6.1\"}, address: 10.80.0.10}
+  - {name: bravo, kernel: {debian: \"6.12\"}, address: 10.80.0.11}
+measure:
+  - {name: seq, on: [alpha, bravo], run: 'true', repeat: {min: 3, max: 15}}
+  - {name: both, on: [alpha, bravo], run: 'true', repeat: auto, concurrent: true, after: [seq]}
+  - {name: fixed, on: [alpha, bravo], run: 'true', repeat: 4, after: [both]}
+";
+    std::fs::write(&path, suite).expect("written");
+    let file = vmrepro::schema::load_suite(&path).unwrap_or_else(|e| panic!("{e}"));
+    let plan = vmrepro::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"));
+    let [seq, both, fixed] = &plan.measurements[..] else { panic!("three measurements") };
+    use vmrepro::plan::measurement::Adaptive;
+    assert_eq!((seq.adaptive, seq.repeat, seq.verdict.looks), (Some(Adaptive { min: 3, max: 15 }), 15, 9));
+    assert_eq!((both.adaptive, both.repeat, both.verdict.looks), (Some(Adaptive { min: 5, max: 15 }), 15, 9));
+    assert!((seq.verdict.level() - 0.01 / 9.0).abs() < 1e-12);
+    assert_eq!((fixed.adaptive, fixed.repeat, fixed.verdict.looks), (None, 4, 1));
+    assert_eq!(seq.iterations.len(), 30);
+    let deps = |vm: &str, step: &str| -> Vec<String> {
+        let v = plan.vms.iter().find(|v| v.name == vm).expect("VM");
+        v.steps.iter().find(|s| s.name == step).expect("step").after.iter().map(|d| d.to_string()).collect()
+    };
+    // Round 2 of the concurrent one waits for both VMs' round 1; round 1 for neither.
+    let r2 = deps("bravo", &both.iterations.iter().find(|i| i.vm == "bravo" && i.number == 2).unwrap().step);
+    for vm in ["alpha", "bravo"] {
+        let r1 = &both.iterations.iter().find(|i| i.vm == vm && i.number == 1).unwrap().step;
+        assert!(r2.iter().any(|d| d.contains(vm) && d.contains(r1.as_str())), "{r2:?} waits for {vm}/{r1}");
+    }
+    let r1 = deps("bravo", &both.iterations.iter().find(|i| i.vm == "bravo" && i.number == 1).unwrap().step);
+    assert!(!r1.iter().any(|d| d.contains(&format!("{}-", both.name))), "{r1:?}");
+}

@@ -350,7 +350,9 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
     for mv in &m.vms {
         let mut iterations = Vec::new();
         let mut release = String::new();
-        for it in m.iterations.iter().filter(|i| i.vm == mv.vm && !i.warmup) {
+        // Adaptive repeats that stopped early: the rounds not run were not needed.
+        let needed = |i: &&Iteration| rec.decided_after.get(&m.name).is_none_or(|&r| i.number <= r);
+        for it in m.iterations.iter().filter(|i| i.vm == mv.vm && !i.warmup).filter(needed) {
             let r = analyse_iteration(m, it, rec, dir, &derived, &mut problems)?;
             if release.is_empty() {
                 release = r.raw.sections.text(Section::Uname).trim().to_string();

@@ -3,7 +3,9 @@
 //! [`expand`] adds, for every round (warm-up rounds first, then the measured ones) and
 //! every measured VM in order, one iteration step (the script of
 //! [`super::script::iteration_script`]) to that VM; with `concurrent: false` each
-//! iteration waits for the one before it, so one VM is measured at a time. Each remote
+//! iteration waits for the one before it, so one VM is measured at a time; with
+//! adaptive repeats and `concurrent: true`, each round waits for every VM's previous
+//! one (the stopping rule looks at whole rounds). Each remote
 //! observer adds a step to its VM before every iteration and one after the last; the
 //! plan records which remote steps surround which iteration
 //! ([`Iteration::remote`]), so the analysis never rebuilds step names. Each action of
@@ -49,6 +51,9 @@ pub fn expand(
     let place = |vms: &mut [VmPlan], when: When, vm: Option<&str>, step: &str, waits: Vec<Dependency>| {
         add_actions(&actions, vms, ActionSite { when, measured: vm, step, waits }, &m.name, timeout, origin)
     };
+    // Adaptive repeats decide after each whole round: concurrent VMs wait for it.
+    let barrier = m.concurrent && m.adaptive.is_some();
+    let mut last_round: Vec<Dependency> = vec![];
     // With `concurrent: true` and actions: what the next round's first step waits for.
     let mut round_end: Vec<Dependency> = Vec::new();
     for round in 1..=m.warmup + m.repeat {
@@ -62,11 +67,16 @@ pub fn expand(
             vec![]
         };
         let first_of_round = m.iterations.len();
+        let mut this_round = vec![];
         for mv in &m.vms {
             let step = names::iteration(&m.name, warmup, number);
             let mut deps: Vec<Dependency> = after.to_vec();
             if !m.concurrent {
                 deps.extend(previous.clone());
+            }
+            if barrier {
+                deps.extend(last_round.iter().cloned());
+                this_round.push(Dependency::ended(&mv.vm, &step));
             }
             let mut readings = Vec::new();
             for (ri, r) in &remote {
@@ -137,6 +147,7 @@ pub fn expand(
                 it.actions.extend(done.iter().cloned());
             }
         }
+        last_round = this_round;
     }
     for (ri, r) in &remote {
         let name = names::netem_final(&m.name);

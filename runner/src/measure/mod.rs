@@ -8,6 +8,7 @@
 //! - [`script`]: the guest script of one iteration and its sections;
 //! - [`expand`]: a compiled measurement ([`crate::plan::measurement`]) → its steps;
 //! - [`analysis`]: a saved run folder → per-iteration numbers, summaries, verdicts;
+//! - [`adaptive`]: the stopping rule of adaptive repeats and its corrected α;
 //! - [`stats`]: counter deltas, summaries and the verdict rule;
 //! - [`format`](mod@format): text of results shared by the tables.
 //!
@@ -16,6 +17,7 @@
 //! they expand into ordinary steps plus a
 //! [`MeasurementPlan`](crate::plan::measurement::MeasurementPlan).
 
+pub mod adaptive;
 pub mod analysis;
 pub mod expand;
 pub mod format;

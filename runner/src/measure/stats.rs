@@ -280,7 +280,7 @@ pub fn compare(candidate: &[f64], baseline: &[f64], policy: &VerdictPolicy) -> O
     }
     let median_ratio = c.median / b.median;
     let threshold = 1.0 + policy.floor;
-    let test = verdict::test(candidate, baseline, policy.alpha);
+    let test = verdict::test(candidate, baseline, policy.level());
     let verdict = match policy.rule {
         Rule::Ranges if median_ratio > threshold && c.min > b.max => {
             Verdict::Slower { low: floor_to_grid(c.min / b.max), high: ceil_to_grid(c.max / b.min) }
@@ -307,10 +307,10 @@ pub fn compare(candidate: &[f64], baseline: &[f64], policy: &VerdictPolicy) -> O
 fn mann_whitney_verdict(t: &Test, policy: &VerdictPolicy) -> Verdict {
     let threshold = 1.0 + policy.floor;
     match t.interval {
-        Some([lo, hi]) if t.p_value < policy.alpha && t.ratio > threshold => {
+        Some([lo, hi]) if t.p_value < policy.level() && t.ratio > threshold => {
             Verdict::Slower { low: floor_to_grid(lo), high: ceil_to_grid(hi) }
         }
-        Some([lo, hi]) if t.p_value < policy.alpha && 1.0 / t.ratio > threshold => {
+        Some([lo, hi]) if t.p_value < policy.level() && 1.0 / t.ratio > threshold => {
             Verdict::Faster { low: floor_to_grid(1.0 / hi), high: ceil_to_grid(1.0 / lo) }
         }
         Some([lo, hi]) if lo >= 1.0 / threshold && hi <= threshold => Verdict::Same,

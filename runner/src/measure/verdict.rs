@@ -191,7 +191,7 @@ pub fn min_detectable(candidate: &[f64], baseline: &[f64], policy: &VerdictPolic
     let (rc, rb) = (centred(candidate), centred(baseline));
     let crit = match policy.rule {
         Rule::Ranges => Some(0),
-        Rule::MannWhitney => critical_u(rc.len(), rb.len(), policy.alpha),
+        Rule::MannWhitney => critical_u(rc.len(), rb.len(), policy.level()),
     };
     let Some(crit) = crit else { return Detectable::TooFewRepeats };
     let floor = (1.0 + policy.floor).ln();

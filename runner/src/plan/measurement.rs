@@ -34,8 +34,14 @@ pub struct MeasurementPlan {
     /// empty: every VM is compared with `baseline`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<crate::schema::measure::BaselineGroup>,
-    /// Measured iterations per VM.
+    /// Measured iterations per VM (with [`MeasurementPlan::adaptive`]: at most, its
+    /// `max`).
     pub repeat: u32,
+    /// Adaptive repeats (`repeat: {min, max}` or `auto`): rounds after `min` run only
+    /// while a comparison is undecided (see [`crate::measure::adaptive`]); absent for a
+    /// fixed count and from plans saved before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<Adaptive>,
     /// Unmeasured iterations per VM before the measured ones.
     pub warmup: u32,
     /// All VMs at once.
@@ -92,6 +98,30 @@ pub struct VerdictPolicy {
     /// Effect floor, a fraction of the baseline (0.10: changes up to 10 % are not
     /// flagged).
     pub floor: f64,
+    /// Looks at the data that `alpha` is shared among (Bonferroni): the tests run at
+    /// [`VerdictPolicy::level`] = `alpha / looks`. 1 for a fixed number of repeats
+    /// (absent from `plan.json` then); for adaptive repeats, the rounds at which a
+    /// decision is possible ([`crate::measure::adaptive::looks`]).
+    #[serde(default = "one_look", skip_serializing_if = "is_one_look")]
+    pub looks: u32,
+}
+
+fn one_look() -> u32 {
+    1
+}
+
+fn is_one_look(n: &u32) -> bool {
+    *n == 1
+}
+
+/// Adaptive repeats of a measurement: every VM runs `min` rounds, then rounds go on
+/// while a comparison is undecided, `max` at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Adaptive {
+    /// Rounds always run.
+    pub min: u32,
+    /// Rounds at most.
+    pub max: u32,
 }
 
 impl VerdictPolicy {
@@ -104,19 +134,26 @@ impl VerdictPolicy {
             rule: own.and_then(|v| v.rule).or_else(|| suite.and_then(|v| v.rule)).unwrap_or(DEFAULT_RULE),
             alpha: pick(|v| v.alpha).unwrap_or(DEFAULT_ALPHA),
             floor: pick(|v| v.floor).unwrap_or(DEFAULT_FLOOR),
+            looks: 1,
         }
+    }
+
+    /// The level the tests run at, and `1 − level` the intervals' confidence: `alpha`
+    /// shared among the [`VerdictPolicy::looks`].
+    pub fn level(&self) -> f64 {
+        self.alpha / f64::from(self.looks.max(1))
     }
 
     /// The policy of plans saved before verdict policies existed: the ranges rule,
     /// which made their verdicts.
     pub fn recorded_before() -> Self {
-        VerdictPolicy { rule: Rule::Ranges, alpha: DEFAULT_ALPHA, floor: DEFAULT_FLOOR }
+        VerdictPolicy { rule: Rule::Ranges, alpha: DEFAULT_ALPHA, floor: DEFAULT_FLOOR, looks: 1 }
     }
 }
 
 impl Default for VerdictPolicy {
     fn default() -> Self {
-        VerdictPolicy { rule: DEFAULT_RULE, alpha: DEFAULT_ALPHA, floor: DEFAULT_FLOOR }
+        VerdictPolicy { rule: DEFAULT_RULE, alpha: DEFAULT_ALPHA, floor: DEFAULT_FLOOR, looks: 1 }
     }
 }
 

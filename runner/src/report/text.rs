@@ -261,7 +261,7 @@ pub fn verdict_lines(m: &MeasurementResult) -> String {
         let p = &c.policy;
         let rule = match p.rule {
             Rule::Ranges => format!("ranges, floor {}", pct(p.floor)),
-            Rule::MannWhitney => format!("mann_whitney, α {}, floor {}", p.alpha, pct(p.floor)),
+            Rule::MannWhitney => format!("mann_whitney, α {}, floor {}", alpha_words(p), pct(p.floor)),
         };
         let sizes = format!("{} and {} repeats", c.candidate.n, c.baseline.n);
         let mut line =
@@ -289,7 +289,7 @@ pub fn verdict_lines(m: &MeasurementResult) -> String {
                 );
             }
             Some(Detectable::TooFewRepeats) => {
-                let _ = write!(line, "; no change could be flagged: {sizes} can't reach p < {}", p.alpha);
+                let _ = write!(line, "; no change could be flagged: {sizes} can't reach p < {}", fmt_p(p.level()));
             }
             None => {}
         }
@@ -309,6 +309,15 @@ pub(crate) fn pct(x: f64) -> String {
 }
 
 /// A p-value with two significant digits (`0.70`, `0.0079`).
+/// A policy's α: `0.01`, or with adaptive repeats `0.01 over 9 looks (1.11e-3 each)`.
+pub fn alpha_words(p: &crate::plan::measurement::VerdictPolicy) -> String {
+    if p.looks > 1 {
+        format!("{} over {} looks ({} each)", p.alpha, p.looks, fmt_p(p.level()))
+    } else {
+        p.alpha.to_string()
+    }
+}
+
 fn fmt_p(p: f64) -> String {
     if p >= 0.01 {
         format!("{p:.2}")

@@ -165,6 +165,7 @@ fn new_record(plan: &Plan, started: SystemTime) -> RunRecord {
         images: vec![],
         timings: Timings::default(),
         vms: vec![],
+        decided_after: Default::default(),
     }
 }
 

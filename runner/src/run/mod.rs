@@ -20,6 +20,7 @@ mod phases;
 mod prepare;
 pub mod record;
 mod resources;
+mod rounds;
 mod scheduler;
 
 pub(crate) use error::io_err;

@@ -215,11 +215,12 @@ async fn run_steps(
 ) -> Result<(), RunError> {
     let (progress, _) = tokio::sync::watch::channel(BTreeMap::new());
     let booted_at: Mutex<Option<Instant>> = Mutex::new(None);
+    let rounds = super::rounds::Rounds::new(&plan.measurements);
     let result = futures::future::try_join_all(
         vms.iter_mut()
             .zip(&plan.vms)
             .zip(starts)
-            .map(|((vm, vp), start)| scheduler::run_vm(vm, vp, &progress, rec, &booted_at, start)),
+            .map(|((vm, vp), start)| scheduler::run_vm(vm, vp, &progress, rec, &rounds, &booted_at, start)),
     )
     .await
     .map(|_| ());

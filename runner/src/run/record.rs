@@ -253,6 +253,11 @@ pub struct RunRecord {
     pub timings: Timings,
     /// VMs.
     pub vms: Vec<VmRecord>,
+    /// Measurements with adaptive repeats whose every comparison was decided before
+    /// `max`: name → the rounds run (their later iterations are skipped as not needed,
+    /// and left out of the analysis). Absent when none stopped early.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub decided_after: std::collections::BTreeMap<String, u32>,
 }
 
 /// The run's network namespace as recorded in `run.json`, to check that it is gone.

@@ -22,6 +22,7 @@ use crate::infra::qemu::vm::{Vm, VmError};
 use crate::plan::{Dependency, StepKind, StepPlan, Until, VmPlan};
 
 use super::record::{write_json, ClockCheck, RunRecord, StepRecord, StepStatus, VmRecord, VmStart};
+use super::rounds::Rounds;
 use super::{io_err, RunError};
 
 /// Which VMs are up (`step: None`) and which steps ended, and whether they passed.
@@ -365,6 +366,7 @@ pub(super) async fn run_vm(
     vp: &VmPlan,
     progress: &Progress,
     rec: &Recorder,
+    rounds: &Rounds<'_>,
     booted_at: &Mutex<Option<Instant>>,
     start: &StartPlan<'_>,
 ) -> Result<(), RunError> {
@@ -427,6 +429,23 @@ pub(super) async fn run_vm(
                 took: Duration::ZERO,
             });
             continue;
+        }
+        if let StepKind::Measure { measurement, iteration, warmup: false } = &st.kind {
+            if !rounds.needed(measurement, *iteration, rec) {
+                // Not a failure: later steps waiting for it go on.
+                let why = format!("not needed: every comparison of {measurement} was decided before this round");
+                rec.set_step(&vp.name, idx, |s| s.error = Some(why));
+                progress.send_modify(|m| {
+                    m.insert(key, true);
+                });
+                rec.event(Event::StepFinished {
+                    vm: vp.name.clone(),
+                    step: st.name.clone(),
+                    status: StepStatus::Skipped,
+                    took: Duration::ZERO,
+                });
+                continue;
+            }
         }
         rec.event(Event::StepStarted { vm: vp.name.clone(), step: st.name.clone() });
         let started = rec.t0.elapsed().as_secs_f64();

@@ -6,7 +6,7 @@
 //!     on: [client-5-10, client-6-1]         # the VMs measured, one per kernel/setting
 //!     baseline: client-5-10                 # default: the first; or {axis: env.LOAD, value: idle}
 //!     after: [server/profile-nfs-server-2.4.19]   # vm, vm/step, or another measurement
-//!     repeat: 3                             # measured iterations per VM (default 1)
+//!     repeat: 3                             # measured iterations per VM (default 1), or {min: 5, max: 15} / auto
 //!     warmup: 0                             # unmeasured iterations first (default 0)
 //!     concurrent: false                     # true: all VMs at once
 //!     setup: mount -t nfs 10.0.0.1:/srv/export /mnt/nfs
@@ -53,9 +53,10 @@ pub struct MeasureSpec {
     /// of another measurement (all its iterations).
     #[serde(default)]
     pub after: Vec<String>,
-    /// Measured iterations per VM (default 1).
+    /// Measured iterations per VM (default 1): a number, or adaptive bounds
+    /// (`{min: 5, max: 15}`, `auto`): rounds go on until every comparison is decided.
     #[serde(default)]
-    pub repeat: Option<u32>,
+    pub repeat: Option<crate::schema::repeat::RepeatSpec>,
     /// Unmeasured iterations per VM before the measured ones (default 0).
     #[serde(default)]
     pub warmup: Option<u32>,

@@ -14,6 +14,7 @@ pub mod measure;
 pub mod nfs_read;
 pub mod package;
 pub mod profile;
+pub mod repeat;
 pub mod scan;
 pub mod text;
 

@@ -200,7 +200,7 @@ fn rule_words(p: &crate::plan::measurement::VerdictPolicy) -> String {
     let floor = crate::report::text::pct(p.floor);
     match p.rule {
         crate::plan::measurement::Rule::Ranges => format!("Verdict rule (0-day/mmtests practice): a change is flagged only when the medians differ by more than {floor} and the ranges of the repeats do not overlap."),
-        crate::plan::measurement::Rule::MannWhitney => format!("Verdict rule: exact Mann–Whitney test; slower/faster when p < {} and the Hodges–Lehmann ratio is beyond {floor}, same when its {} interval lies within ±{floor}, undecided otherwise.", p.alpha, crate::report::text::pct(1.0 - p.alpha)),
+        crate::plan::measurement::Rule::MannWhitney => format!("Verdict rule: exact Mann–Whitney test; slower/faster when p < {} and the Hodges–Lehmann ratio is beyond {floor}, same when its {} interval lies within ±{floor}, undecided otherwise.", crate::report::text::alpha_words(p), crate::report::text::pct(1.0 - p.level())),
     }
 }
 

@@ -164,6 +164,7 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         baseline: plan.baseline.clone(),
         groups: vec![],
         repeat: n.repeat.unwrap_or(crate::plan::DEFAULT_REPEAT),
+        adaptive: None,
         warmup: n.warmup.unwrap_or(0),
         concurrent: n.concurrent.unwrap_or(false),
         expect_exit: 0,

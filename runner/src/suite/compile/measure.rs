@@ -5,12 +5,13 @@
 use std::time::Duration;
 
 use crate::plan::measurement::{
-    Action, Better, Bytes, Check, Commands, Expect, Extract, MeasuredVm, MeasurementPlan, Metric, MetricFrom, Observer,
-    OutputMetric, Record, RemoteObserver, Scope, SnapshotPolicy, VerdictPolicy, When,
+    Action, Adaptive, Better, Bytes, Check, Commands, Expect, Extract, MeasuredVm, MeasurementPlan, Metric, MetricFrom,
+    Observer, OutputMetric, Record, RemoteObserver, Scope, SnapshotPolicy, VerdictPolicy, When,
 };
 use crate::plan::nfs_read::NfsPlan;
 use crate::plan::{names, Dependency, VmPlan, DEFAULT_METRIC, DEFAULT_OUTPUT_METRIC, DEFAULT_REPEAT};
 use crate::schema::measure::{BaselineSpec, MeasureSpec, ObserverSpec, OutputMetricSpec};
+use crate::schema::repeat::RepeatSpec;
 use crate::schema::text::scalar_text;
 use crate::schema::SuiteSpec;
 
@@ -71,6 +72,11 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
         _ => spec.better.unwrap_or(if metric == "throughput_mb_s" { Better::Higher } else { Better::Lower }),
     };
     let snap = spec.snapshot.clone().unwrap_or_default();
+    let adaptive = spec.repeat.and_then(|r| r.bounds()).map(|(min, max)| Adaptive { min, max });
+    let mut verdict = VerdictPolicy::from_specs(suite.verdict.as_ref(), spec.verdict.as_ref());
+    if let Some(a) = adaptive {
+        verdict.looks = crate::measure::adaptive::looks(a, verdict.alpha);
+    }
     MeasurementPlan {
         name: spec.name.clone(),
         preset: None,
@@ -80,7 +86,12 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
             Some(BaselineSpec::Groups(g)) => g.clone(),
             _ => vec![],
         },
-        repeat: spec.repeat.unwrap_or(DEFAULT_REPEAT),
+        repeat: match spec.repeat {
+            None => DEFAULT_REPEAT,
+            Some(RepeatSpec::Count(n)) => n,
+            Some(_) => adaptive.map_or(DEFAULT_REPEAT, |a| a.max),
+        },
+        adaptive,
         warmup: spec.warmup.unwrap_or(0),
         concurrent: spec.concurrent.unwrap_or(false),
         expect_exit: spec.expect_exit.unwrap_or(0),
@@ -116,7 +127,7 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
             signs: snap.signs,
             sections: snap.sections,
         },
-        verdict: VerdictPolicy::from_specs(suite.verdict.as_ref(), spec.verdict.as_ref()),
+        verdict,
         iterations: vec![],
     }
 }

@@ -66,6 +66,7 @@ fn check_one(
     check_vms_after(errs, m, k, vm_names, earlier);
     check_numbers_and_commands(errs, m, k);
     check_each(errs, m, k, vm_names);
+    check_repeat(errs, s, m, k);
     let kinds = check_observers(errs, s, m, k);
     let records = check_records(errs, m, k);
     check_bytes(errs, m, k);
@@ -136,9 +137,6 @@ fn check_vms_after(
 /// `repeat`, `warmup`, `expect_exit`, `timeout` and the commands (`run`, `setup`,
 /// `teardown`).
 fn check_numbers_and_commands(errs: &mut Vec<ValidationError>, m: &MeasureSpec, k: &str) {
-    if let Some(r) = m.repeat {
-        range(errs, &format!("{k}.repeat"), r, &limits::REPEAT, "");
-    }
     if let Some(w) = m.warmup {
         range(errs, &format!("{k}.warmup"), w, &limits::WARMUP, "");
     }
@@ -189,6 +187,49 @@ fn check_each(errs: &mut Vec<ValidationError>, m: &MeasureSpec, k: &str, vm_name
             }
             guest::check_command(errs, &format!("{key}.run"), &a.run);
         }
+    }
+}
+
+/// `repeat`: a count within [`limits::REPEAT`]; adaptive bounds within it too, `min`
+/// at most `max`, and a rule that can say `undecided` (the Mann–Whitney rule: the
+/// ranges rule always decides, so its rounds would always stop at `min`) on a number
+/// (`compare: outcome` has no test to decide).
+fn check_repeat(errs: &mut Vec<ValidationError>, s: &SuiteSpec, m: &MeasureSpec, k: &str) {
+    use crate::schema::measure::Rule;
+    use crate::schema::repeat::RepeatSpec;
+    let key = format!("{k}.repeat");
+    let rule = |errs: &mut Vec<ValidationError>, message: String| {
+        errs.push(ValidationError::Rule { key: key.clone(), message })
+    };
+    match m.repeat {
+        None | Some(RepeatSpec::Auto) => {}
+        Some(RepeatSpec::Count(r)) => range(errs, &key, r, &limits::REPEAT, ""),
+        Some(RepeatSpec::Range { min, max }) => {
+            range(errs, &format!("{key}.min"), min, &limits::REPEAT, "");
+            range(errs, &format!("{key}.max"), max, &limits::REPEAT, "");
+            if min > max {
+                rule(errs, format!("min {min} is more than max {max}"));
+            }
+        }
+    }
+    if m.repeat.and_then(|r| r.bounds()).is_none() {
+        return;
+    }
+    let verdict_rule = m.verdict.as_ref().and_then(|v| v.rule).or_else(|| s.verdict.as_ref().and_then(|v| v.rule));
+    if verdict_rule == Some(Rule::Ranges) {
+        rule(
+            errs,
+            "adaptive repeats need `verdict: {rule: mann_whitney}`: the ranges rule never says undecided, so every measurement would stop at `min`".into(),
+        );
+    }
+    if m.each.is_some() {
+        rule(
+            errs,
+            "adaptive repeats can't be combined with `each:` yet: the actions of rounds that are not needed would still run; give `repeat` a count".into(),
+        );
+    }
+    if m.compare.as_deref() == Some(OUTCOME_METRIC) {
+        rule(errs, "adaptive repeats need a number to compare; `compare: outcome` has no test that decides".into());
     }
 }
 
