@@ -9,7 +9,7 @@ use super::dispatch::load_or_exit;
 use crate::events::EventSink;
 use crate::exit;
 use crate::infra::images::gc::{self, GcPolicy, Outcome, Reason, Usage};
-use crate::infra::images::index::{fetch_packages, parse_packages, IndexError};
+use crate::infra::images::index::{fetch_packages, parse_packages, IndexEntry, IndexError};
 use crate::infra::images::kernel::KernelSource;
 use crate::infra::images::repin::{self, Decision, PinFields, MAX_MANIFEST_BYTES};
 use crate::infra::images::{debian, resolve_all, Cache, Catalog, DEFAULT_ROOTFS};
@@ -197,6 +197,32 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
         Err(code) => return code,
     };
     let manifest = catalog.dir.join("kernels.yaml");
+    let indexes = match read_indexes(&catalog) {
+        Ok(i) => i,
+        Err(code) => return code,
+    };
+    let reports = repin::plan(&catalog.kernels, &catalog.sources, &indexes, stale_only);
+    let (changes, missing) = print_decisions(&reports);
+    if changes.is_empty() {
+        outln!("{} is up to date", manifest.display());
+    } else if dry_run {
+        outln!("dry run: {} not written", manifest.display());
+    } else if let Err(code) = write_manifest(&catalog, &manifest, &changes) {
+        return code;
+    }
+    if missing > 0 {
+        exit::INFRASTRUCTURE
+    } else {
+        exit::SUCCESS
+    }
+}
+
+/// The kernel packages (`linux-image-*`, `linux-source-*`) of every archive suite the
+/// pins of `catalog` may move to, by suite, each line of progress printed. Errors (the
+/// exit code, the error printed): [`exit::CONFIG_ERROR`] for an index that is not
+/// one, [`exit::INFRASTRUCTURE`] when a pin's own suite can't be fetched; an extra
+/// suite that can't be fetched is skipped with a note.
+fn read_indexes(catalog: &Catalog) -> Result<BTreeMap<String, Vec<IndexEntry>>, i32> {
     let mut wanted: Vec<String> = Vec::new();
     for s in catalog.kernels.iter().map(|k| &k.suite).chain(catalog.sources.iter().map(|s| &s.suite)) {
         for c in repin::candidate_suites(s) {
@@ -224,21 +250,26 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
             // A bad index is refused whichever suite it is of.
             Err(e @ IndexError::Bad { .. }) => {
                 errln!("error: the index of {suite}: {e}; nothing was written");
-                return exit::CONFIG_ERROR;
+                return Err(exit::CONFIG_ERROR);
             }
             // A pin's own suite must be readable; the extra security suite may not exist.
             Err(e) if own.contains(&suite) => {
                 errln!("error: {e}");
-                return exit::INFRASTRUCTURE;
+                return Err(exit::INFRASTRUCTURE);
             }
             Err(e) => errln!("note: skipping {suite}: {e}"),
         }
     }
-    let reports = repin::plan(&catalog.kernels, &catalog.sources, &indexes, stale_only);
+    Ok(indexes)
+}
+
+/// Prints the decision on each pin; returns the pins to rewrite with their new fields,
+/// and how many pins found nothing of their kind.
+fn print_decisions(reports: &[repin::PinReport]) -> (Vec<(repin::PinRef, PinFields)>, usize) {
     let show = |f: &PinFields| format!("{} {} ({})", f.package, f.version, f.suite);
     let mut changes = Vec::new();
     let mut missing = 0;
-    for r in &reports {
+    for r in reports {
         let gone = if r.present { "" } else { " [the pinned file is no longer in the archive]" };
         match &r.decision {
             Decision::Unchanged => outln!("{}: {}: unchanged", r.pin, show(&r.old)),
@@ -257,43 +288,41 @@ pub(super) fn repin(images: Option<&Path>, dry_run: bool, stale_only: bool) -> i
             }
         }
     }
-    if changes.is_empty() {
-        outln!("{} is up to date", manifest.display());
-    } else if dry_run {
-        outln!("dry run: {} not written", manifest.display());
-    } else {
-        // The images folder is untrusted too: kernels.yaml is read and replaced through
-        // a Folder (no link followed, bounded, written as a temp file then renamed).
-        let read = Folder::open(&catalog.dir).and_then(|f| Ok((f.read_text("kernels.yaml", MAX_MANIFEST_BYTES)?, f)));
-        let (text, folder) = match read {
-            Ok(t) => t,
-            Err(e) => {
-                errln!("error: {e}");
-                return exit::CONFIG_ERROR;
-            }
-        };
-        let today = repin::today();
-        let new_text = match repin::rewrite_manifest(&manifest, &text, &changes, &today) {
-            Ok(t) => t,
-            Err(e) => {
-                errln!("error: {e}");
-                return exit::CONFIG_ERROR;
-            }
-        };
-        if let Err(e) = folder.write("kernels.yaml", new_text.as_bytes(), 0o644) {
+    (changes, missing)
+}
+
+/// Rewrites `kernels.yaml` of `catalog` (at `manifest`) with `changes` and today's
+/// `pinned_on`, and says what to do next. Errors (the exit code, the error printed):
+/// [`exit::CONFIG_ERROR`] when the file can't be read or rewritten as expected,
+/// [`exit::INFRASTRUCTURE`] when it can't be written.
+fn write_manifest(catalog: &Catalog, manifest: &Path, changes: &[(repin::PinRef, PinFields)]) -> Result<(), i32> {
+    // The images folder is untrusted too: kernels.yaml is read and replaced through
+    // a Folder (no link followed, bounded, written as a temp file then renamed).
+    let read = Folder::open(&catalog.dir).and_then(|f| Ok((f.read_text("kernels.yaml", MAX_MANIFEST_BYTES)?, f)));
+    let (text, folder) = match read {
+        Ok(t) => t,
+        Err(e) => {
             errln!("error: {e}");
-            return exit::INFRASTRUCTURE;
+            return Err(exit::CONFIG_ERROR);
         }
-        outln!("wrote {} ({} pin(s) changed, pinned_on: {today})", manifest.display(), changes.len());
-        outln!(
-            "next: `cargo test` shows the suites whose snapshots change with these kernels; review them with `cargo insta review`"
-        );
+    };
+    let today = repin::today();
+    let new_text = match repin::rewrite_manifest(manifest, &text, changes, &today) {
+        Ok(t) => t,
+        Err(e) => {
+            errln!("error: {e}");
+            return Err(exit::CONFIG_ERROR);
+        }
+    };
+    if let Err(e) = folder.write("kernels.yaml", new_text.as_bytes(), 0o644) {
+        errln!("error: {e}");
+        return Err(exit::INFRASTRUCTURE);
     }
-    if missing > 0 {
-        exit::INFRASTRUCTURE
-    } else {
-        exit::SUCCESS
-    }
+    outln!("wrote {} ({} pin(s) changed, pinned_on: {today})", manifest.display(), changes.len());
+    outln!(
+        "next: `cargo test` shows the suites whose snapshots change with these kernels; review them with `cargo insta review`"
+    );
+    Ok(())
 }
 
 /// `vmrepro images build`: resolves every image the suites need (or every pinned

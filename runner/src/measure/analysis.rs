@@ -348,100 +348,12 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
     let derived = derived_metrics(m.observers.iter().map(|o| o.kind()));
     let mut vms = Vec::new();
     for mv in &m.vms {
-        let mut iterations = Vec::new();
-        let mut release = String::new();
-        // Adaptive repeats that stopped early: the rounds not run were not needed.
-        let needed = |i: &&Iteration| rec.decided_after.get(&m.name).is_none_or(|&r| i.number <= r);
-        for it in m.iterations.iter().filter(|i| i.vm == mv.vm && !i.warmup).filter(needed) {
-            let r = analyse_iteration(m, it, rec, dir, &derived, &mut problems)?;
-            if release.is_empty() {
-                release = r.raw.sections.text(Section::Uname).trim().to_string();
-            }
-            iterations.push(r);
-        }
-        if release.is_empty() {
-            // No iteration printed `uname -r` (none ran): the release of the kernel image.
-            release = rec.vm(&mv.vm).map(|v| v.kernel_release.clone()).unwrap_or_default();
-        }
-        let counted: Vec<&IterationResult> = iterations.iter().filter(|i| i.counted).collect();
-        let elapsed: Vec<f64> = counted.iter().filter_map(|i| i.elapsed_s).collect();
-        let values: Vec<f64> = counted.iter().filter_map(|i| metric_value(&m.metric.name, i)).collect();
-        let mut mbs: Vec<f64> = counted.iter().filter_map(|i| i.throughput_mb_s).collect();
-        mbs.sort_by(f64::total_cmp);
-        let totals = derived
-            .keys()
-            .map(|k| (k.to_string(), counted.iter().try_fold(0, |acc, i| Some(acc + i.metrics.get(*k).copied()??))))
-            .collect();
-        vms.push(VmResult {
-            vm: mv.vm.clone(),
-            kernel_release: release,
-            metric: summarize(&values),
-            elapsed_s: summarize(&elapsed),
-            median_mb_s: summarize(&mbs).map(|s| s.median),
-            ratio_to_baseline: None,
-            comparison: None,
-            verdict: None,
-            totals,
-            exit_statuses: iterations.iter().map(|i| i.exit_status).collect(),
-            outcomes: iterations.iter().map(|i| i.outcome).collect(),
-            iterations,
-        });
+        vms.push(analyse_vm(m, &mv.vm, rec, dir, &derived, &mut problems)?);
     }
-    let values = |v: &VmResult| -> Vec<f64> {
-        v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(&m.metric.name, i)).collect()
-    };
-    // "Higher is better" metrics are compared on their reciprocals, so that `Slower`
-    // always means worse.
-    let oriented = |xs: Vec<f64>| -> Vec<f64> {
-        match m.metric.better {
-            Better::Lower => xs,
-            Better::Higher => xs.into_iter().map(|x| if x == 0.0 { f64::INFINITY } else { 1.0 / x }).collect(),
-        }
-    };
     if m.metric.name == OUTCOME_METRIC {
-        let sorted = |v: &VmResult| {
-            let mut o = v.outcomes.clone();
-            o.sort();
-            o
-        };
-        let bases: BTreeMap<&str, Vec<Outcome>> =
-            vms.iter().filter(|v| m.baseline_of(&v.vm) == v.vm).map(|v| (v.vm.as_str(), sorted(v))).collect();
-        let verdicts: Vec<Option<String>> = vms
-            .iter()
-            .map(|v| {
-                let base = m.baseline_of(&v.vm);
-                (base != v.vm).then(|| {
-                    let same = bases.get(base).is_some_and(|b| *b == sorted(v));
-                    if same { "same outcome" } else { "different outcome" }.to_string()
-                })
-            })
-            .collect();
-        for (v, verdict) in vms.iter_mut().zip(verdicts) {
-            v.verdict = verdict;
-        }
-        return Ok(MeasurementResult {
-            name: m.name.clone(),
-            preset: m.preset.clone(),
-            metric: m.metric.name.clone(),
-            better: m.metric.better,
-            unit: metric_unit(m),
-            baseline: m.baseline.clone(),
-            groups: m.groups.clone(),
-            vms,
-            problems,
-        });
-    }
-    let bases: BTreeMap<String, Vec<f64>> =
-        vms.iter().filter(|v| m.baseline_of(&v.vm) == v.vm).map(|v| (v.vm.clone(), oriented(values(v)))).collect();
-    for v in &mut vms {
-        let base = bases.get(m.baseline_of(&v.vm)).cloned().unwrap_or_default();
-        if let Some(cmp) = compare(&oriented(values(v)), &base, &m.verdict) {
-            v.ratio_to_baseline = Some(cmp.median_ratio);
-            if v.vm != m.baseline_of(&v.vm) {
-                v.verdict = Some(verdict_text(&cmp, m.metric.is_speed()));
-                v.comparison = Some(cmp);
-            }
-        }
+        compare_outcomes(m, &mut vms);
+    } else {
+        compare_metric(m, &mut vms);
     }
     Ok(MeasurementResult {
         name: m.name.clone(),
@@ -454,6 +366,115 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
         vms,
         problems,
     })
+}
+
+/// The measured iterations of `m` on VM `vm` and their summaries (the verdict metric,
+/// elapsed seconds, median MB/s, the derived metrics' totals), not yet compared with
+/// the baseline. Warm-up rounds and the rounds an adaptive repeat did not need are left
+/// out. Its kernel release is what the first iteration's `uname -r` printed, else the
+/// kernel image's.
+///
+/// Errors: a step output named in `run.json` can't be read.
+fn analyse_vm(
+    m: &MeasurementPlan,
+    vm: &str,
+    rec: &RunRecord,
+    dir: &Path,
+    derived: &Derived,
+    problems: &mut Vec<String>,
+) -> Result<VmResult, RunDirError> {
+    let mut iterations = Vec::new();
+    let mut release = String::new();
+    // Adaptive repeats that stopped early: the rounds not run were not needed.
+    let needed = |i: &&Iteration| rec.decided_after.get(&m.name).is_none_or(|&r| i.number <= r);
+    for it in m.iterations.iter().filter(|i| i.vm == vm && !i.warmup).filter(needed) {
+        let r = analyse_iteration(m, it, rec, dir, derived, problems)?;
+        if release.is_empty() {
+            release = r.raw.sections.text(Section::Uname).trim().to_string();
+        }
+        iterations.push(r);
+    }
+    if release.is_empty() {
+        // No iteration printed `uname -r` (none ran): the release of the kernel image.
+        release = rec.vm(vm).map(|v| v.kernel_release.clone()).unwrap_or_default();
+    }
+    let counted: Vec<&IterationResult> = iterations.iter().filter(|i| i.counted).collect();
+    let elapsed: Vec<f64> = counted.iter().filter_map(|i| i.elapsed_s).collect();
+    let values: Vec<f64> = counted.iter().filter_map(|i| metric_value(&m.metric.name, i)).collect();
+    let mut mbs: Vec<f64> = counted.iter().filter_map(|i| i.throughput_mb_s).collect();
+    mbs.sort_by(f64::total_cmp);
+    let totals = derived
+        .keys()
+        .map(|k| (k.to_string(), counted.iter().try_fold(0, |acc, i| Some(acc + i.metrics.get(*k).copied()??))))
+        .collect();
+    Ok(VmResult {
+        vm: vm.to_string(),
+        kernel_release: release,
+        metric: summarize(&values),
+        elapsed_s: summarize(&elapsed),
+        median_mb_s: summarize(&mbs).map(|s| s.median),
+        ratio_to_baseline: None,
+        comparison: None,
+        verdict: None,
+        totals,
+        exit_statuses: iterations.iter().map(|i| i.exit_status).collect(),
+        outcomes: iterations.iter().map(|i| i.outcome).collect(),
+        iterations,
+    })
+}
+
+/// `compare: outcome`: each VM that is not a baseline gets the verdict `same outcome`
+/// when its outcomes, sorted, are its baseline's, else `different outcome`.
+fn compare_outcomes(m: &MeasurementPlan, vms: &mut [VmResult]) {
+    let sorted = |v: &VmResult| {
+        let mut o = v.outcomes.clone();
+        o.sort();
+        o
+    };
+    let bases: BTreeMap<&str, Vec<Outcome>> =
+        vms.iter().filter(|v| m.baseline_of(&v.vm) == v.vm).map(|v| (v.vm.as_str(), sorted(v))).collect();
+    let verdicts: Vec<Option<String>> = vms
+        .iter()
+        .map(|v| {
+            let base = m.baseline_of(&v.vm);
+            (base != v.vm).then(|| {
+                let same = bases.get(base).is_some_and(|b| *b == sorted(v));
+                if same { "same outcome" } else { "different outcome" }.to_string()
+            })
+        })
+        .collect();
+    for (v, verdict) in vms.iter_mut().zip(verdicts) {
+        v.verdict = verdict;
+    }
+}
+
+/// A number as the verdict metric: each VM's counted values are compared with its
+/// baseline's ([`compare`], with `m`'s verdict settings), giving every VM its median
+/// ratio and each one that is not a baseline its comparison and verdict.
+fn compare_metric(m: &MeasurementPlan, vms: &mut [VmResult]) {
+    let values = |v: &VmResult| -> Vec<f64> {
+        v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(&m.metric.name, i)).collect()
+    };
+    // "Higher is better" metrics are compared on their reciprocals, so that `Slower`
+    // always means worse.
+    let oriented = |xs: Vec<f64>| -> Vec<f64> {
+        match m.metric.better {
+            Better::Lower => xs,
+            Better::Higher => xs.into_iter().map(|x| if x == 0.0 { f64::INFINITY } else { 1.0 / x }).collect(),
+        }
+    };
+    let bases: BTreeMap<String, Vec<f64>> =
+        vms.iter().filter(|v| m.baseline_of(&v.vm) == v.vm).map(|v| (v.vm.clone(), oriented(values(v)))).collect();
+    for v in vms.iter_mut() {
+        let base = bases.get(m.baseline_of(&v.vm)).cloned().unwrap_or_default();
+        if let Some(cmp) = compare(&oriented(values(v)), &base, &m.verdict) {
+            v.ratio_to_baseline = Some(cmp.median_ratio);
+            if v.vm != m.baseline_of(&v.vm) {
+                v.verdict = Some(verdict_text(&cmp, m.metric.is_speed()));
+                v.comparison = Some(cmp);
+            }
+        }
+    }
 }
 
 /// The unit of `m`'s verdict metric when it is the number `run` prints.
@@ -513,7 +534,7 @@ fn analyse_iteration(
     it: &Iteration,
     rec: &RunRecord,
     dir: &Path,
-    derived: &BTreeMap<&'static str, super::observer::DerivedMetric>,
+    derived: &Derived,
     problems: &mut Vec<String>,
 ) -> Result<IterationResult, RunDirError> {
     let mut own = Vec::new();
@@ -549,48 +570,86 @@ fn analyse_iteration(
     Ok(r)
 }
 
-/// The script of one iteration of `m`: its step's record and output, section by section.
-// Over 150 lines, kept whole for now: one pass over one iteration's output (status,
-// time, observers, remote observers, records, checks), each part filling the same
-// IterationResult from the same sections. The observer part becomes table rows in
-// stage 2 of issue 25 (the observer table), which shortens it below the limit.
+/// The derived metrics of a measurement's observers, by name ([`derived_metrics`]).
+type Derived = BTreeMap<&'static str, super::observer::DerivedMetric>;
+
+/// The script of one iteration of `m`: its step's record and output, section by section
+/// (how it ended, GNU time, the output metric, observers, records, checks, remote
+/// observers), each part filling the same [`IterationResult`]. Problems are pushed to
+/// `problems`, prefixed with the VM and step.
+///
+/// Errors: the step's output named in `run.json` can't be read.
 fn analyse_script(
     m: &MeasurementPlan,
     it: &Iteration,
     rec: &RunRecord,
     dir: &Path,
-    derived: &BTreeMap<&'static str, super::observer::DerivedMetric>,
+    derived: &Derived,
     problems: &mut Vec<String>,
 ) -> Result<IterationResult, RunDirError> {
     let who = format!("{}: {}", it.vm, it.step);
     let step = rec.vm(&it.vm).and_then(|v| v.step(&it.step));
-    let outcomes_compared = m.metric.name == OUTCOME_METRIC;
-    let mut r = IterationResult {
-        iteration: it.number,
-        step: it.step.clone(),
-        status: step.map_or(StepStatus::Skipped, |s| s.status),
-        outcome: Outcome::NotRun,
-        exit_status: None,
-        elapsed_s: None,
-        user_s: None,
-        system_s: None,
-        bytes: None,
-        throughput_mb_s: None,
-        metrics: BTreeMap::new(),
-        output_metrics: BTreeMap::new(),
-        changed_counters: BTreeMap::new(),
-        appeared_counters: BTreeMap::new(),
-        remote: vec![],
-        records: BTreeMap::new(),
-        actions: vec![],
-        counted: false,
-        raw: Raw::default(),
-    };
+    let mut r = IterationResult::unread(it, step.map_or(StepStatus::Skipped, |s| s.status));
     let Some(step) = step else {
         problems.push(format!("{who}: not in run.json"));
         return Ok(r);
     };
-    // The script's own exit statuses say where it stopped (see `script`).
+    if !script_ran(m, step, dir, &who, &mut r, problems)? {
+        return Ok(r);
+    }
+    let sections = Sections::split_bytes(&step.stdout_bytes(dir)?);
+    for rc in &m.records {
+        if let Some(t) = sections.get(Section::Record(&rc.name)) {
+            r.records.insert(rc.name.clone(), t.trim().to_string());
+        }
+    }
+    let time = match gnutime::parse(sections.text(Section::Time)) {
+        Ok(t) => t,
+        Err(e) => {
+            problems.push(format!("{who}: {e}"));
+            r.raw.sections = sections;
+            return Ok(r);
+        }
+    };
+    r.timed(m, &time, &who, problems);
+    if let (Some(om), true) = (&m.output_metric, r.counted) {
+        match output_metric(om, &sections) {
+            Ok(v) => {
+                r.output_metrics.insert(om.name.clone(), v);
+            }
+            Err(e) => {
+                problems.push(format!("{who}: metric {}: {e}", om.name));
+                r.counted = false;
+            }
+        }
+    }
+    r.observed(m, &sections, derived, &who, problems);
+    r.bytes = match &m.bytes {
+        Some(Bytes::Fixed(n)) => Some(*n),
+        Some(Bytes::Record(name)) => Some(r.records.get(name).and_then(|t| t.parse().ok()).unwrap_or(0)),
+        None => None,
+    };
+    r.throughput_mb_s = r.bytes.zip(r.elapsed_s).filter(|(_, e)| *e > 0.0).map(|(b, e)| b as f64 / 1e6 / e);
+    problems.extend(failed_checks(m, &it.vm, &sections).into_iter().map(|f| format!("{who}: {f}")));
+    r.remote = remote_results(m, it, rec, dir)?;
+    r.raw.sections = sections;
+    Ok(r)
+}
+
+/// Whether the script of `step` got as far as timing `run`, from its status and its own
+/// exit statuses (see `script`). When it did not, `r.outcome` says how it ended and,
+/// unless outcomes are what `m` compares (or it simply did not run), a problem says so;
+/// a failed teardown is a problem but the script ran.
+///
+/// Errors: the output of a step whose setup failed can't be read.
+fn script_ran(
+    m: &MeasurementPlan,
+    step: &crate::run::record::StepRecord,
+    dir: &Path,
+    who: &str,
+    r: &mut IterationResult,
+    problems: &mut Vec<String>,
+) -> Result<bool, RunDirError> {
     let ran = match step.status {
         StepStatus::Passed => true,
         StepStatus::Failed if step.exit_code == Some(i64::from(EXIT_TEARDOWN_FAILED)) => {
@@ -623,74 +682,98 @@ fn analyse_script(
             ),
             o => o.to_string(),
         };
-        if !outcomes_compared || r.outcome == Outcome::NotRun {
+        if m.metric.name != OUTCOME_METRIC || r.outcome == Outcome::NotRun {
             problems.push(format!("{who}: {why}"));
         }
-        return Ok(r);
     }
-    let sections = Sections::split_bytes(&step.stdout_bytes(dir)?);
-    for rc in &m.records {
-        if let Some(t) = sections.get(Section::Record(&rc.name)) {
-            r.records.insert(rc.name.clone(), t.trim().to_string());
+    Ok(ran)
+}
+
+impl IterationResult {
+    /// Iteration `it` before its output is read: ended with `status`, outcome
+    /// [`Outcome::NotRun`], nothing measured, not counted.
+    fn unread(it: &Iteration, status: StepStatus) -> Self {
+        IterationResult {
+            iteration: it.number,
+            step: it.step.clone(),
+            status,
+            outcome: Outcome::NotRun,
+            exit_status: None,
+            elapsed_s: None,
+            user_s: None,
+            system_s: None,
+            bytes: None,
+            throughput_mb_s: None,
+            metrics: BTreeMap::new(),
+            output_metrics: BTreeMap::new(),
+            changed_counters: BTreeMap::new(),
+            appeared_counters: BTreeMap::new(),
+            remote: vec![],
+            records: BTreeMap::new(),
+            actions: vec![],
+            counted: false,
+            raw: Raw::default(),
         }
     }
-    let time = match gnutime::parse(sections.text(Section::Time)) {
-        Ok(t) => t,
-        Err(e) => {
-            problems.push(format!("{who}: {e}"));
-            r.raw.sections = sections;
-            return Ok(r);
+
+    /// Fills in GNU time's report on `run`: exit status, outcome and times. The
+    /// iteration counts unless `run` exited other than `m` expects (a problem then,
+    /// except when outcomes are what `m` compares).
+    fn timed(&mut self, m: &MeasurementPlan, time: &gnutime::GnuTime, who: &str, problems: &mut Vec<String>) {
+        self.exit_status = time.exit_status;
+        self.outcome = match (time.exit_status, time.signal) {
+            (Some(status), _) => Outcome::Exited { status },
+            (None, Some(signal)) => Outcome::Signalled { signal },
+            (None, None) => Outcome::NotRun,
+        };
+        self.elapsed_s = Some(time.elapsed_s);
+        self.user_s = Some(time.user_s);
+        self.system_s = Some(time.system_s);
+        self.counted = true;
+        if time.exit_status != Some(m.expect_exit) && m.metric.name != OUTCOME_METRIC {
+            problems.push(format!("{who}: the command {}, expected exit {}", self.outcome, m.expect_exit));
+            self.counted = false;
         }
-    };
-    r.exit_status = time.exit_status;
-    r.outcome = match (time.exit_status, time.signal) {
-        (Some(status), _) => Outcome::Exited { status },
-        (None, Some(signal)) => Outcome::Signalled { signal },
-        (None, None) => Outcome::NotRun,
-    };
-    r.elapsed_s = Some(time.elapsed_s);
-    r.user_s = Some(time.user_s);
-    r.system_s = Some(time.system_s);
-    r.counted = true;
-    if time.exit_status != Some(m.expect_exit) && !outcomes_compared {
-        problems.push(format!("{who}: the command {}, expected exit {}", r.outcome, m.expect_exit));
-        r.counted = false;
     }
-    if let (Some(om), true) = (&m.output_metric, r.counted) {
-        match output_metric(om, &sections) {
-            Ok(v) => {
-                r.output_metrics.insert(om.name.clone(), v);
+
+    /// Fills in what `m`'s observers saw before and after `run` in `sections`, the
+    /// counters' changes over `run`, and the `derived` metrics; a section that does not
+    /// parse is a problem.
+    fn observed(
+        &mut self,
+        m: &MeasurementPlan,
+        sections: &Sections,
+        derived: &Derived,
+        who: &str,
+        problems: &mut Vec<String>,
+    ) {
+        for o in &m.observers {
+            let kind = o.kind();
+            for (section, side) in
+                [(Section::Before(kind), &mut self.raw.before), (Section::After(kind), &mut self.raw.after)]
+            {
+                match o.observe(sections.text(section)) {
+                    Ok(obs) => side.extend(obs),
+                    Err(e) => problems.push(format!("{who}: section {}: {e}", section.name())),
+                }
             }
-            Err(e) => {
-                problems.push(format!("{who}: metric {}: {e}", om.name));
-                r.counted = false;
-            }
+        }
+        let d = delta(&self.raw.before.counters, &self.raw.after.counters);
+        self.changed_counters = d.changed();
+        self.appeared_counters = d.only_after;
+        for (name, metric) in derived {
+            self.metrics.insert(name.to_string(), metric.compute(&self.raw.before, &self.raw.after));
         }
     }
-    for o in &m.observers {
-        let kind = o.kind();
-        for (section, side) in [(Section::Before(kind), &mut r.raw.before), (Section::After(kind), &mut r.raw.after)] {
-            match o.observe(sections.text(section)) {
-                Ok(obs) => side.extend(obs),
-                Err(e) => problems.push(format!("{who}: section {}: {e}", section.name())),
-            }
-        }
-    }
-    let d = delta(&r.raw.before.counters, &r.raw.after.counters);
-    r.changed_counters = d.changed();
-    r.appeared_counters = d.only_after;
-    for (name, metric) in derived {
-        r.metrics.insert(name.to_string(), metric.compute(&r.raw.before, &r.raw.after));
-    }
-    r.bytes = match &m.bytes {
-        Some(Bytes::Fixed(n)) => Some(*n),
-        Some(Bytes::Record(name)) => Some(r.records.get(name).and_then(|t| t.parse().ok()).unwrap_or(0)),
-        None => None,
-    };
-    r.throughput_mb_s = r.bytes.zip(r.elapsed_s).filter(|(_, e)| *e > 0.0).map(|(b, e)| b as f64 / 1e6 / e);
-    for c in m.checks.iter().filter(|c| c.only.as_ref().is_none_or(|vm| vm == &it.vm)) {
+}
+
+/// The checks of `m` that apply to VM `vm` and failed on its `sections`, in words
+/// (`section X was not printed`, `… is "a", expected "b"`, `… does not contain "b"`).
+fn failed_checks(m: &MeasurementPlan, vm: &str, sections: &Sections) -> Vec<String> {
+    let mut failed = Vec::new();
+    for c in m.checks.iter().filter(|c| c.only.as_ref().is_none_or(|only| only == vm)) {
         let text = sections.get(Section::Record(&c.section)).map(str::trim);
-        let failed = match (&c.expect, text) {
+        let f = match (&c.expect, text) {
             (_, None) => Some(format!("section {} was not printed", c.section)),
             (Expect::Equals(want), Some(got)) if got != want => {
                 Some(format!("section {} is {got:?}, expected {want:?}", c.section))
@@ -700,10 +783,23 @@ fn analyse_script(
             }
             _ => None,
         };
-        if let Some(f) = failed {
-            problems.push(format!("{who}: {f}"));
-        }
+        failed.extend(f);
     }
+    failed
+}
+
+/// What the remote observers (netem on a router) saw during iteration `it`: the change
+/// of `tc -s qdisc`'s sent and dropped packets between the readings the run took before
+/// and after it. A reading that is missing or does not parse leaves its observer out.
+///
+/// Errors: a reading's output named in `run.json` can't be read.
+fn remote_results(
+    m: &MeasurementPlan,
+    it: &Iteration,
+    rec: &RunRecord,
+    dir: &Path,
+) -> Result<Vec<RemoteResult>, RunDirError> {
+    let mut remote = Vec::new();
     for reading in &it.remote {
         let Some(RemoteObserver::Netem { .. }) = m.remote.get(reading.observer) else { continue };
         let counters = |step: &str| -> Result<Option<(u64, u64)>, RunDirError> {
@@ -713,7 +809,7 @@ fn analyse_script(
             }
         };
         if let (Some(a), Some(b)) = (counters(&reading.before)?, counters(&reading.after)?) {
-            r.remote.push(RemoteResult {
+            remote.push(RemoteResult {
                 vm: reading.vm.clone(),
                 observer: "netem".into(),
                 sent_packets: b.0.saturating_sub(a.0),
@@ -721,8 +817,7 @@ fn analyse_script(
             });
         }
     }
-    r.raw.sections = sections;
-    Ok(r)
+    Ok(remote)
 }
 
 /// The value of output metric `om` in an iteration's `sections`; the error says where

@@ -41,12 +41,14 @@ pub fn expand(
     origin: &str,
     previous: &mut Option<Dependency>,
 ) {
-    let vm_index = |vms: &[VmPlan], name: &str| vms.iter().position(|v| v.name == name).expect("validated VM");
     // Remote observations need one iteration at a time to belong to one iteration.
-    let remote: Vec<(usize, RemoteObserver)> =
-        if m.concurrent { vec![] } else { m.remote.iter().cloned().enumerate().collect() };
-    // Per remote observer: the iteration whose `after` step is still to be named.
-    let mut open: Vec<Option<(usize, usize)>> = vec![None; m.remote.len()];
+    let mut remote = Remote {
+        observers: if m.concurrent { vec![] } else { m.remote.iter().cloned().enumerate().collect() },
+        open: vec![None; m.remote.len()],
+        measurement: &m.name,
+        timeout,
+        origin,
+    };
     let actions = m.actions.clone();
     let place = |vms: &mut [VmPlan], when: When, vm: Option<&str>, step: &str, waits: Vec<Dependency>| {
         add_actions(&actions, vms, ActionSite { when, measured: vm, step, waits }, &m.name, timeout, origin)
@@ -78,28 +80,7 @@ pub fn expand(
                 deps.extend(last_round.iter().cloned());
                 this_round.push(Dependency::ended(&mv.vm, &step));
             }
-            let mut readings = Vec::new();
-            for (ri, r) in &remote {
-                let RemoteObserver::Netem { vm: rvm, seeded } = r;
-                let name = names::netem_before(*seeded, &mv.vm, &step);
-                let script =
-                    if *seeded { netem::reseed_script(&vms[vm_index(vms, rvm)]) } else { netem::STATS_SCRIPT.into() };
-                let rv = vm_index(vms, rvm);
-                vms[rv].steps.push(
-                    StepPlan::new(&name, script, StepKind::observe(&m.name, r), timeout)
-                        .after(previous.iter().cloned())
-                        .origin(origin),
-                );
-                if rvm != &mv.vm {
-                    deps.push(Dependency::step(rvm, &name));
-                }
-                if let Some((it, rd)) = open[*ri].take() {
-                    let reading: &mut RemoteReading = &mut m.iterations[it].remote[rd];
-                    reading.after = name.clone();
-                }
-                open[*ri] = Some((m.iterations.len(), readings.len()));
-                readings.push(RemoteReading { observer: *ri, vm: rvm.clone(), before: name, after: String::new() });
-            }
+            let readings = remote.before(vms, &mut m.iterations, &mv.vm, &step, previous, &mut deps);
             let mut its_actions = if m.concurrent {
                 round_before.clone()
             } else {
@@ -149,16 +130,85 @@ pub fn expand(
         }
         last_round = this_round;
     }
-    for (ri, r) in &remote {
-        let name = names::netem_final(&m.name);
-        let rv = vm_index(vms, r.vm());
-        vms[rv].steps.push(
-            StepPlan::new(&name, netem::STATS_SCRIPT.into(), StepKind::observe(&m.name, r), timeout)
-                .after(previous.iter().cloned())
-                .origin(origin),
-        );
-        if let Some((it, rd)) = open[*ri].take() {
-            m.iterations[it].remote[rd].after = name;
+    remote.finish(vms, &mut m.iterations, previous);
+}
+
+/// The index of VM `name` in `vms`. Panics when it is not there (validated).
+fn vm_index(vms: &[VmPlan], name: &str) -> usize {
+    vms.iter().position(|v| v.name == name).expect("validated VM")
+}
+
+/// The remote observers of a measurement as its iterations are added: each reads its
+/// VM before every iteration and once after the last, so that one reading is both the
+/// `after` of an iteration and the `before` of the next.
+struct Remote<'a> {
+    /// Each observer with its index in the measurement's `remote` (none when the
+    /// measurement is concurrent).
+    observers: Vec<(usize, RemoteObserver)>,
+    /// Per observer: the iteration and reading whose `after` step is still to be named.
+    open: Vec<Option<(usize, usize)>>,
+    /// The measurement's name.
+    measurement: &'a str,
+    /// Limits each step.
+    timeout: Duration,
+    /// The steps' origin (key path in the suite).
+    origin: &'a str,
+}
+
+impl Remote<'_> {
+    /// Adds each observer's reading before iteration `step` of measured VM `measured`
+    /// (the next one to be pushed to `iterations`) to the observer's VM, after
+    /// `previous`; the iteration waits for it (`deps`) unless it is on its own VM. The
+    /// reading also ends the observer's previous iteration. Returns the iteration's
+    /// readings.
+    fn before(
+        &mut self,
+        vms: &mut [VmPlan],
+        iterations: &mut [Iteration],
+        measured: &str,
+        step: &str,
+        previous: &Option<Dependency>,
+        deps: &mut Vec<Dependency>,
+    ) -> Vec<RemoteReading> {
+        let mut readings = Vec::new();
+        for (ri, r) in &self.observers {
+            let RemoteObserver::Netem { vm: rvm, seeded } = r;
+            let name = names::netem_before(*seeded, measured, step);
+            let script =
+                if *seeded { netem::reseed_script(&vms[vm_index(vms, rvm)]) } else { netem::STATS_SCRIPT.into() };
+            let rv = vm_index(vms, rvm);
+            vms[rv].steps.push(
+                StepPlan::new(&name, script, StepKind::observe(self.measurement, r), self.timeout)
+                    .after(previous.iter().cloned())
+                    .origin(self.origin),
+            );
+            if rvm != measured {
+                deps.push(Dependency::step(rvm, &name));
+            }
+            if let Some((it, rd)) = self.open[*ri].take() {
+                let reading: &mut RemoteReading = &mut iterations[it].remote[rd];
+                reading.after = name.clone();
+            }
+            self.open[*ri] = Some((iterations.len(), readings.len()));
+            readings.push(RemoteReading { observer: *ri, vm: rvm.clone(), before: name, after: String::new() });
+        }
+        readings
+    }
+
+    /// Adds each observer's final reading, after `previous` (the last iteration), which
+    /// ends its last iteration.
+    fn finish(&mut self, vms: &mut [VmPlan], iterations: &mut [Iteration], previous: &Option<Dependency>) {
+        for (ri, r) in &self.observers {
+            let name = names::netem_final(self.measurement);
+            let rv = vm_index(vms, r.vm());
+            vms[rv].steps.push(
+                StepPlan::new(&name, netem::STATS_SCRIPT.into(), StepKind::observe(self.measurement, r), self.timeout)
+                    .after(previous.iter().cloned())
+                    .origin(self.origin),
+            );
+            if let Some((it, rd)) = self.open[*ri].take() {
+                iterations[it].remote[rd].after = name;
+            }
         }
     }
 }

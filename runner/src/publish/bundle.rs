@@ -314,39 +314,19 @@ fn pinned_entries(catalog: &Catalog, plan: &Plan) -> Result<String, BundleError>
     ))
 }
 
+/// The files of a bundle by their path inside it (`project/…`, `run/…`, `BUNDLE.json`, …).
+type Entries = BTreeMap<String, Entry>;
+
 /// Bundles run folder `run_dir` into `out` (`.tar.gz`, `.tgz` or `.tar.zst`).
 ///
 /// Errors: see [`BundleError`].
 pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<BundleSummary, BundleError> {
     let compression = Compression::of(out)?;
-    let run_folder = Folder::open(run_dir)
-        .map_err(|e| BundleError::Format { path: run_dir.to_path_buf(), message: e.to_string() })?;
-    if !run_folder.is_file(RUN_FILE) {
-        return Err(BundleError::NotARunFolder { dir: run_dir.to_path_buf(), missing: RUN_FILE.into() });
-    }
-    // A link, pipe or device anywhere in the run folder is refused before anything is
-    // read through it.
-    for (rel, kind) in
-        run_folder.walk().map_err(|e| BundleError::Format { path: run_dir.to_path_buf(), message: e.to_string() })?
-    {
-        if let Kind::Other(what) = kind {
-            return Err(BundleError::Format {
-                path: run_dir.to_path_buf(),
-                message: format!("{rel} is {what}; a run folder holds only regular files and folders"),
-            });
-        }
-    }
+    let run_folder = open_run_folder(run_dir)?;
     let record: RunRecord = read_record(run_dir)
         .map_err(|e| BundleError::Format { path: run_dir.join(RUN_FILE), message: e.to_string() })?;
     let env = environment::read(run_dir);
-    // The suite as the run used it: the recorded absolute path, checked by its hash.
-    let suite_path = env.as_ref().map_or_else(|| PathBuf::from(&record.suite_file), |e| PathBuf::from(&e.suite.path));
-    if let Some(e) = &env {
-        let now = file_sha256(&suite_path).map_err(io("reading suite", &suite_path))?;
-        if now != e.suite.sha256 {
-            return Err(BundleError::SuiteChanged { path: suite_path, then: e.suite.sha256.clone(), now });
-        }
-    }
+    let suite_path = suite_as_run(&record, env.as_ref())?;
     let images = opts.images.clone().or_else(|| env.as_ref().map(|e| PathBuf::from(&e.images_dir)));
     let (plan, catalog) = crate::suite::load(&suite_path, images.as_deref())
         .map_err(|e| BundleError::Suite { path: suite_path.clone(), message: e.to_string() })?;
@@ -365,123 +345,24 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
         }
         redactor.path(&root, "$PROJECT");
     }
-    let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
-    let add_project_file = |entries: &mut BTreeMap<String, Entry>, p: &Path| -> Result<String, BundleError> {
-        let abs = std::fs::canonicalize(p).map_err(io("reading", p))?;
-        let rel =
-            abs.strip_prefix(&root).map_err(|_| BundleError::Outside { path: abs.clone(), root: root.clone() })?;
-        let key = format!("project/{}", rel.display());
-        let data = std::fs::read(&abs).map_err(io("reading", &abs))?;
-        let json = key.ends_with(".json");
-        entries.insert(key.clone(), Entry { data: redactor.apply_file(&data, json), mode: mode_of(&abs) });
-        Ok(key)
-    };
-    let suite_key = add_project_file(&mut entries, &suite_path)?;
+
+    // The project: the suite and every file its VMs use.
+    let mut entries = Entries::new();
+    let project = Project { root: &root, redactor: &redactor };
+    let suite_key = project.add(&mut entries, &suite_path)?;
     for v in &plan.vms {
-        match &v.kernel {
-            KernelSource::Source(s) => {
-                for f in s.fragments.iter().chain(&s.patches) {
-                    add_project_file(&mut entries, f)?;
-                }
-            }
-            KernelSource::Local { image, modules } => {
-                add_project_file(&mut entries, image)?;
-                if let Some(m) = modules {
-                    for f in walk_files(m)? {
-                        add_project_file(&mut entries, &f)?;
-                    }
-                }
-            }
-            KernelSource::Debian(_) => {}
-        }
-        for st in &v.steps {
-            if let StepKind::Profile { profile } = &st.kind {
-                if let Some(p) = catalog.profiles.get(profile) {
-                    add_project_file(&mut entries, p)?;
-                    // Its parameters' defaults, which the bundled plan was compiled with.
-                    let params = p.with_extension("yaml");
-                    if params.is_file() {
-                        add_project_file(&mut entries, &params)?;
-                    }
-                }
-            }
-        }
-        let recipe = catalog.dir.join("rootfs").join(format!("{}.yaml", v.rootfs));
-        add_project_file(&mut entries, &recipe)?;
-        if let Some((r, _)) = catalog.rootfs.get(&v.rootfs) {
-            for f in walk_files(&catalog.dir.join("rootfs").join(&r.overlay))? {
-                add_project_file(&mut entries, &f)?;
-            }
-        }
+        project.add_vm(&mut entries, &catalog, v)?;
     }
-    add_project_file(&mut entries, &catalog.dir.join("initramfs/init"))?;
+    project.add(&mut entries, &catalog.dir.join("initramfs/init"))?;
     let images_rel = catalog_dir.strip_prefix(&root).map_or_else(|_| "images".into(), |p| p.display().to_string());
     entries.insert(
         format!("project/{images_rel}/kernels.yaml"),
         Entry { data: pinned_entries(&catalog, &plan)?.into_bytes(), mode: 0o644 },
     );
 
-    // The run folder.
-    let mut cut_logs = Vec::new();
-    // Through the confined layer: nothing is followed, every read is bounded.
-    let refused = |message: String| BundleError::Format { path: run_dir.to_path_buf(), message };
-    for (rel, kind) in run_folder.walk().map_err(|e| refused(e.to_string()))? {
-        // (Links were refused above; one made since is refused by the read.)
-        if !matches!(kind, Kind::File(_)) || rel.ends_with(".tmp") {
-            continue;
-        }
-        let mut data = run_folder.read(&rel, MAX_OUTPUT_BYTES).map_err(|e| refused(e.to_string()))?;
-        let f = PathBuf::from(&rel);
-        let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if name == "console.log" || name == "qemu.stderr" {
-            if let Some(c) = cut_log(&data, MAX_LOG_BYTES) {
-                cut_logs.push(format!("run/{rel}"));
-                data = c;
-            }
-        }
-        let json = rel.ends_with(".json");
-        entries.insert(format!("run/{rel}"), Entry { data: redactor.apply_file(&data, json), mode: 0o644 });
-    }
-
-    // The kernels themselves.
-    let mut packages = Vec::new();
-    let mut kernels = Vec::new();
-    if opts.with_images {
-        let mut seen = BTreeSet::new();
-        for v in &plan.vms {
-            if !seen.insert(v.kernel.label()) {
-                continue;
-            }
-            match &v.kernel {
-                KernelSource::Debian(k) => {
-                    let (deb, _) =
-                        crate::infra::images::debian::fetch_deb(&opts.cache, &k.filename, k.size, &k.sha256)?;
-                    let name = deb.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                    let path = format!("packages/{name}");
-                    let data = std::fs::read(&deb).map_err(io("reading", &deb))?;
-                    entries.insert(path.clone(), Entry { data, mode: 0o644 });
-                    packages.push(BundledPackage {
-                        package: k.package.clone(),
-                        version: k.version.clone(),
-                        sha256: k.sha256.clone(),
-                        path,
-                    });
-                }
-                KernelSource::Source(_) | KernelSource::Local { .. } => {
-                    let (art, _) = crate::infra::images::kernel::resolve_kernel(&opts.cache, &v.kernel)?;
-                    let path = format!("kernels/{}", kernels.len() + 1);
-                    for name in ["vmlinuz", "release", "config", "initramfs-modules.cpio", "modules.ext4"] {
-                        let f = art.dir.join(name);
-                        if f.is_file() {
-                            let data = std::fs::read(&f).map_err(io("reading", &f))?;
-                            entries.insert(format!("{path}/{name}"), Entry { data, mode: 0o644 });
-                        }
-                    }
-                    kernels.push(BundledKernel { label: v.kernel.label(), release: art.release.clone(), path });
-                }
-            }
-        }
-    }
+    let cut_logs = add_run_folder(&mut entries, &run_folder, run_dir, &redactor)?;
+    let (packages, kernels) =
+        if opts.with_images { add_kernels(&mut entries, &plan, &opts.cache)? } else { (Vec::new(), Vec::new()) };
 
     let info = BundleInfo {
         schema: BUNDLE_SCHEMA,
@@ -503,11 +384,7 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
             .map(|w| format!("{w:?} (the host or user name) is shorter than {} characters and was not replaced: it can't be told apart from ordinary words", super::redact::MIN_WORD))
             .collect(),
     };
-    let json = serde_json::to_string_pretty(&info).expect("serializable") + "\n";
-    entries.insert(BUNDLE_FILE.into(), Entry { data: redactor.apply(json.as_bytes()), mode: 0o644 });
-    let manifest: String =
-        entries.iter().map(|(k, e)| format!("{}  {k}\n", crate::infra::hash::sha256_hex(&e.data))).collect();
-    entries.insert(MANIFEST_FILE.into(), Entry { data: manifest.into_bytes(), mode: 0o644 });
+    add_description(&mut entries, &info, &redactor);
 
     let top = published::default_bundle_name(&plan.suite, run_dir).trim_end_matches(".tar.gz").to_string();
     let unpacked_bytes = entries.values().map(|e| e.data.len() as u64).sum();
@@ -515,6 +392,212 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
     write_archive(out, &top, &entries, compression)?;
     let bytes = std::fs::metadata(out).map_err(io("reading", out))?.len();
     Ok(BundleSummary { path: out.to_path_buf(), bytes, files, unpacked_bytes, info })
+}
+
+/// Opens run folder `run_dir` through the confined layer, after checking that it holds
+/// `run.json` and nothing but regular files and folders.
+///
+/// Errors: [`BundleError::NotARunFolder`] without `run.json`; [`BundleError::Format`]
+/// naming the first link, pipe or device, or when the folder can't be opened or walked.
+fn open_run_folder(run_dir: &Path) -> Result<Folder, BundleError> {
+    let run_folder = Folder::open(run_dir)
+        .map_err(|e| BundleError::Format { path: run_dir.to_path_buf(), message: e.to_string() })?;
+    if !run_folder.is_file(RUN_FILE) {
+        return Err(BundleError::NotARunFolder { dir: run_dir.to_path_buf(), missing: RUN_FILE.into() });
+    }
+    // A link, pipe or device anywhere in the run folder is refused before anything is
+    // read through it.
+    for (rel, kind) in
+        run_folder.walk().map_err(|e| BundleError::Format { path: run_dir.to_path_buf(), message: e.to_string() })?
+    {
+        if let Kind::Other(what) = kind {
+            return Err(BundleError::Format {
+                path: run_dir.to_path_buf(),
+                message: format!("{rel} is {what}; a run folder holds only regular files and folders"),
+            });
+        }
+    }
+    Ok(run_folder)
+}
+
+/// The suite file as the run used it: the absolute path `environment.json` recorded
+/// (checked against its recorded SHA-256), else run.json's `suite_file`.
+///
+/// Errors: [`BundleError::SuiteChanged`] when the file's hash differs from the
+/// recorded one; [`BundleError::Io`] when it can't be read.
+fn suite_as_run(record: &RunRecord, env: Option<&environment::Environment>) -> Result<PathBuf, BundleError> {
+    let suite_path = env.map_or_else(|| PathBuf::from(&record.suite_file), |e| PathBuf::from(&e.suite.path));
+    if let Some(e) = env {
+        let now = file_sha256(&suite_path).map_err(io("reading suite", &suite_path))?;
+        if now != e.suite.sha256 {
+            return Err(BundleError::SuiteChanged { path: suite_path, then: e.suite.sha256.clone(), now });
+        }
+    }
+    Ok(suite_path)
+}
+
+/// The project folder `root` (the parent of `images/`) as a bundle carries it: each
+/// file under `project/<its path relative to root>`, redacted.
+struct Project<'a> {
+    /// The project folder, canonical.
+    root: &'a Path,
+    /// Redacts every copy.
+    redactor: &'a Redactor,
+}
+
+impl Project<'_> {
+    /// Adds file `p` to `entries`; returns its path inside the bundle.
+    ///
+    /// Errors: [`BundleError::Outside`] when `p` is not under the project folder;
+    /// [`BundleError::Io`] when it can't be read.
+    fn add(&self, entries: &mut Entries, p: &Path) -> Result<String, BundleError> {
+        let abs = std::fs::canonicalize(p).map_err(io("reading", p))?;
+        let rel = abs
+            .strip_prefix(self.root)
+            .map_err(|_| BundleError::Outside { path: abs.clone(), root: self.root.to_path_buf() })?;
+        let key = format!("project/{}", rel.display());
+        let data = std::fs::read(&abs).map_err(io("reading", &abs))?;
+        let json = key.ends_with(".json");
+        entries.insert(key.clone(), Entry { data: self.redactor.apply_file(&data, json), mode: mode_of(&abs) });
+        Ok(key)
+    }
+
+    /// Adds the files VM `v` uses: its kernel's fragments and patches (or local image
+    /// and modules), its profiles with their parameter defaults, its rootfs recipe and
+    /// overlay.
+    ///
+    /// Errors: as [`Project::add`], and walking a modules folder or an overlay.
+    fn add_vm(&self, entries: &mut Entries, catalog: &Catalog, v: &crate::plan::VmPlan) -> Result<(), BundleError> {
+        match &v.kernel {
+            KernelSource::Source(s) => {
+                for f in s.fragments.iter().chain(&s.patches) {
+                    self.add(entries, f)?;
+                }
+            }
+            KernelSource::Local { image, modules } => {
+                self.add(entries, image)?;
+                if let Some(m) = modules {
+                    for f in walk_files(m)? {
+                        self.add(entries, &f)?;
+                    }
+                }
+            }
+            KernelSource::Debian(_) => {}
+        }
+        for st in &v.steps {
+            if let StepKind::Profile { profile } = &st.kind {
+                if let Some(p) = catalog.profiles.get(profile) {
+                    self.add(entries, p)?;
+                    // Its parameters' defaults, which the bundled plan was compiled with.
+                    let params = p.with_extension("yaml");
+                    if params.is_file() {
+                        self.add(entries, &params)?;
+                    }
+                }
+            }
+        }
+        let recipe = catalog.dir.join("rootfs").join(format!("{}.yaml", v.rootfs));
+        self.add(entries, &recipe)?;
+        if let Some((r, _)) = catalog.rootfs.get(&v.rootfs) {
+            for f in walk_files(&catalog.dir.join("rootfs").join(&r.overlay))? {
+                self.add(entries, &f)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Adds the run folder's files under `run/`, redacted, with serial consoles and QEMU's
+/// stderr cut to [`MAX_LOG_BYTES`]; returns the bundle paths of the logs that were cut.
+///
+/// Errors: [`BundleError::Format`] when the confined layer refuses a walk or a read (a
+/// link made since [`open_run_folder`], a file over [`MAX_OUTPUT_BYTES`]).
+fn add_run_folder(
+    entries: &mut Entries,
+    run_folder: &Folder,
+    run_dir: &Path,
+    redactor: &Redactor,
+) -> Result<Vec<String>, BundleError> {
+    let mut cut_logs = Vec::new();
+    // Through the confined layer: nothing is followed, every read is bounded.
+    let refused = |message: String| BundleError::Format { path: run_dir.to_path_buf(), message };
+    for (rel, kind) in run_folder.walk().map_err(|e| refused(e.to_string()))? {
+        // (Links were refused above; one made since is refused by the read.)
+        if !matches!(kind, Kind::File(_)) || rel.ends_with(".tmp") {
+            continue;
+        }
+        let mut data = run_folder.read(&rel, MAX_OUTPUT_BYTES).map_err(|e| refused(e.to_string()))?;
+        let f = PathBuf::from(&rel);
+        let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name == "console.log" || name == "qemu.stderr" {
+            if let Some(c) = cut_log(&data, MAX_LOG_BYTES) {
+                cut_logs.push(format!("run/{rel}"));
+                data = c;
+            }
+        }
+        let json = rel.ends_with(".json");
+        entries.insert(format!("run/{rel}"), Entry { data: redactor.apply_file(&data, json), mode: 0o644 });
+    }
+    Ok(cut_logs)
+}
+
+/// Adds the kernels themselves (`--with-images`), once per kernel label: pinned
+/// packages under `packages/`, source-built and local kernels' cache entries under
+/// `kernels/<n>/`.
+///
+/// Errors: [`BundleError::Image`] when a package can't be fetched or a kernel resolved;
+/// [`BundleError::Io`] when a file can't be read.
+fn add_kernels(
+    entries: &mut Entries,
+    plan: &Plan,
+    cache: &Cache,
+) -> Result<(Vec<BundledPackage>, Vec<BundledKernel>), BundleError> {
+    let mut packages = Vec::new();
+    let mut kernels = Vec::new();
+    let mut seen = BTreeSet::new();
+    for v in &plan.vms {
+        if !seen.insert(v.kernel.label()) {
+            continue;
+        }
+        match &v.kernel {
+            KernelSource::Debian(k) => {
+                let (deb, _) = crate::infra::images::debian::fetch_deb(cache, &k.filename, k.size, &k.sha256)?;
+                let name = deb.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let path = format!("packages/{name}");
+                let data = std::fs::read(&deb).map_err(io("reading", &deb))?;
+                entries.insert(path.clone(), Entry { data, mode: 0o644 });
+                packages.push(BundledPackage {
+                    package: k.package.clone(),
+                    version: k.version.clone(),
+                    sha256: k.sha256.clone(),
+                    path,
+                });
+            }
+            KernelSource::Source(_) | KernelSource::Local { .. } => {
+                let (art, _) = crate::infra::images::kernel::resolve_kernel(cache, &v.kernel)?;
+                let path = format!("kernels/{}", kernels.len() + 1);
+                for name in ["vmlinuz", "release", "config", "initramfs-modules.cpio", "modules.ext4"] {
+                    let f = art.dir.join(name);
+                    if f.is_file() {
+                        let data = std::fs::read(&f).map_err(io("reading", &f))?;
+                        entries.insert(format!("{path}/{name}"), Entry { data, mode: 0o644 });
+                    }
+                }
+                kernels.push(BundledKernel { label: v.kernel.label(), release: art.release.clone(), path });
+            }
+        }
+    }
+    Ok((packages, kernels))
+}
+
+/// Adds `BUNDLE.json` (`info`, redacted) and then `MANIFEST`, the SHA-256 of every
+/// other entry.
+fn add_description(entries: &mut Entries, info: &BundleInfo, redactor: &Redactor) {
+    let json = serde_json::to_string_pretty(info).expect("serializable") + "\n";
+    entries.insert(BUNDLE_FILE.into(), Entry { data: redactor.apply(json.as_bytes()), mode: 0o644 });
+    let manifest: String =
+        entries.iter().map(|(k, e)| format!("{}  {k}\n", crate::infra::hash::sha256_hex(&e.data))).collect();
+    entries.insert(MANIFEST_FILE.into(), Entry { data: manifest.into_bytes(), mode: 0o644 });
 }
 
 #[cfg(test)]

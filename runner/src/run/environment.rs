@@ -215,6 +215,9 @@ pub struct RootfsInfo {
 /// Collects the environment of a run of `plan` whose images resolved to `kernels`
 /// (by [`KernelSource::label`]) and `rootfs` (by recipe name). Never fails: what can't
 /// be found is left empty with a note.
+// Over 100 lines, kept whole for now: one pass over the run's facts (the suite, each
+// kernel, each rootfs, the host and tools), run only by `vmrepro run` (the VM tier),
+// so a split could not be checked by `cargo fast`.
 pub fn collect(
     plan: &Plan,
     catalog: &Catalog,

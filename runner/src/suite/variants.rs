@@ -318,6 +318,39 @@ fn label_of(v: &Value) -> String {
 /// The plain suite `spec`'s variants expand into, and where its keys come from; or the
 /// errors of the `variants:` blocks (the suite is not expanded then).
 pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationError>> {
+    let all_axes = all_axes(spec)?;
+    let mut errs = axisless_edits(spec, &all_axes);
+    if all_axes.iter().all(Vec::is_empty) {
+        let mut out = spec.clone();
+        set_groups(&mut out, &groups::Variants::new(), &mut errs);
+        return if errs.is_empty() { Ok((out, KeyMap::default())) } else { Err(errs) };
+    }
+    if let Some(e) = too_many_vms(&all_axes) {
+        return Err(vec![e]);
+    }
+    let mut x = Expansion::new(spec);
+    for (i, (vm, axes)) in spec.vms.iter().zip(&all_axes).enumerate() {
+        x.add_vm(spec, i, vm, axes, &mut errs);
+    }
+    errs.extend(collisions(spec, &x.out, &x.map, &all_axes));
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    let Expansion { mut out, mut map, expanded_names, nfs_mount, nfs_ra, variants } = x;
+    set_groups(&mut out, &variants, &mut errs);
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    rewrite_references(&mut out, &expanded_names, &mut map, nfs_mount, nfs_ra);
+    Ok((out, map))
+}
+
+/// A VM's axes, each with its values, in order (empty: the VM has no variants).
+type Axes = Vec<(Axis, Vec<AxisValue>)>;
+
+/// The axes of every VM of `spec`, in order (empty for a VM without variants); or the
+/// errors of all their `variants:` blocks.
+fn all_axes(spec: &SuiteSpec) -> Result<Vec<Axes>, Vec<ValidationError>> {
     let mut errs = Vec::new();
     let mut all_axes = Vec::new();
     for (i, vm) in spec.vms.iter().enumerate() {
@@ -329,10 +362,16 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
             }
         }
     }
-    if !errs.is_empty() {
-        return Err(errs);
+    if errs.is_empty() {
+        Ok(all_axes)
+    } else {
+        Err(errs)
     }
-    // `exclude`/`include` without an axis.
+}
+
+/// An error for each `exclude`/`include` of a VM that has no axis to edit.
+fn axisless_edits(spec: &SuiteSpec, all_axes: &[Axes]) -> Vec<ValidationError> {
+    let mut errs = Vec::new();
     for (i, vm) in spec.vms.iter().enumerate().filter(|(i, _)| all_axes[*i].is_empty()) {
         for k in matrix::KEYS.iter().filter(|k| vm.variants.contains_key(**k)) {
             errs.push(ValidationError::Rule {
@@ -341,52 +380,90 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
             });
         }
     }
-    if all_axes.iter().all(Vec::is_empty) {
-        let mut out = spec.clone();
-        set_groups(&mut out, &groups::Variants::new(), &mut errs);
-        return if errs.is_empty() { Ok((out, KeyMap::default())) } else { Err(errs) };
-    }
+    errs
+}
+
+/// The error when the axes' products add up to more than [`limits::VMS`] VMs, at the
+/// first `variants:` block.
+fn too_many_vms(all_axes: &[Axes]) -> Option<ValidationError> {
     // Saturating: 64 axes of two values would overflow; anything that large is refused.
     let total: usize = all_axes
         .iter()
         .map(|a| a.iter().map(|(_, v)| v.len()).fold(1usize, usize::saturating_mul))
         .fold(0usize, usize::saturating_add);
-    if total > limits::VMS {
-        let key = all_axes.iter().position(|a| !a.is_empty()).map_or("vms".into(), |i| format!("vms[{i}].variants"));
-        return Err(vec![ValidationError::OutOfRange {
-            key,
-            value: if total == usize::MAX {
-                format!("at least {total} VMs with the variants expanded")
-            } else {
-                format!("{total} VMs with the variants expanded")
-            },
-            range: format!("at most {} VMs in a suite", limits::VMS),
-        }]);
+    if total <= limits::VMS {
+        return None;
     }
-    let mut out = spec.clone();
-    out.vms.clear();
-    let mut map = KeyMap::default();
-    // base name → its variants' names, in order.
-    let mut expanded_names: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut nfs_mount: BTreeMap<String, String> = BTreeMap::new();
-    let mut nfs_ra: BTreeMap<String, u32> = BTreeMap::new();
-    let mut variants = groups::Variants::new();
-    for (i, (vm, axes)) in spec.vms.iter().zip(&all_axes).enumerate() {
+    let key = all_axes.iter().position(|a| !a.is_empty()).map_or("vms".into(), |i| format!("vms[{i}].variants"));
+    Some(ValidationError::OutOfRange {
+        key,
+        value: if total == usize::MAX {
+            format!("at least {total} VMs with the variants expanded")
+        } else {
+            format!("{total} VMs with the variants expanded")
+        },
+        range: format!("at most {} VMs in a suite", limits::VMS),
+    })
+}
+
+/// The expanded suite as it is built, VM by VM, with what the later passes need.
+struct Expansion {
+    /// The suite with each VM replaced by its variants (references not yet rewritten).
+    out: SuiteSpec,
+    /// Where the keys of `out` come from.
+    map: KeyMap,
+    /// Base name → its variants' names, in order.
+    expanded_names: BTreeMap<String, Vec<String>>,
+    /// Variant name → its nfs_read mount options (an nfs_read axis).
+    nfs_mount: BTreeMap<String, String>,
+    /// Variant name → its nfs_read read-ahead, KiB (an nfs_read axis).
+    nfs_ra: BTreeMap<String, u32>,
+    /// Base name → its variants with the axis values of each.
+    variants: groups::Variants,
+}
+
+impl Expansion {
+    /// An expansion of `spec` with no VM yet.
+    fn new(spec: &SuiteSpec) -> Self {
+        let mut out = spec.clone();
+        out.vms.clear();
+        Expansion {
+            out,
+            map: KeyMap::default(),
+            expanded_names: BTreeMap::new(),
+            nfs_mount: BTreeMap::new(),
+            nfs_ra: BTreeMap::new(),
+            variants: groups::Variants::new(),
+        }
+    }
+
+    /// Adds VM `vm` (`vms[i]` of `spec`) with `axes`: as it is without axes, else one VM
+    /// per combination of the edited product, named by its labels, at consecutive
+    /// addresses, each with its axes' values applied. A VM the refusals reject adds
+    /// nothing; its errors, and any value that does not apply, go to `errs`.
+    fn add_vm(
+        &mut self,
+        spec: &SuiteSpec,
+        i: usize,
+        vm: &VmSpec,
+        axes: &[(Axis, Vec<AxisValue>)],
+        errs: &mut Vec<ValidationError>,
+    ) {
         if axes.is_empty() {
-            map.vms.insert(out.vms.len(), (i, vec![]));
-            out.vms.push(VmSpec { variants: Default::default(), ..vm.clone() });
-            continue;
+            self.map.vms.insert(self.out.vms.len(), (i, vec![]));
+            self.out.vms.push(VmSpec { variants: Default::default(), ..vm.clone() });
+            return;
         }
         let combos = match matrix::edit(vm, i, axes, product(axes)) {
             Ok(c) => c,
             Err(e) => {
                 errs.extend(e);
-                continue;
+                return;
             }
         };
         // The refusals judge every axis a variant sets: the product's and those an
         // `include` adds.
-        let mut set_axes = axes.clone();
+        let mut set_axes = axes.to_vec();
         for (axis, av) in combos.iter().flatten() {
             if !set_axes.iter().any(|(a, _)| a == axis) {
                 set_axes.push((axis.clone(), vec![av.clone()]));
@@ -395,7 +472,7 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
         let refused = refusals(spec, i, vm, &set_axes, combos.len());
         if !refused.is_empty() {
             errs.extend(refused);
-            continue;
+            return;
         }
         let mut names = Vec::new();
         for (n, combo) in combos.iter().enumerate() {
@@ -420,31 +497,21 @@ pub fn expand(spec: &SuiteSpec) -> Result<(SuiteSpec, KeyMap), Vec<ValidationErr
             };
             let mut fields = Vec::new();
             for (axis, av) in combo {
-                if let Err(e) = apply(&mut v, axis, &av.value, &mut nfs_mount, &mut nfs_ra) {
+                if let Err(e) = apply(&mut v, axis, &av.value, &mut self.nfs_mount, &mut self.nfs_ra) {
                     errs.push(ValidationError::Rule { key: av.key.clone(), message: e });
                 }
                 fields.push((axis.field(), av.key.clone()));
                 if let Some((set, _)) = axis.nfs_client_map() {
-                    map.keys.insert(format!("nfs_read.{set}.{}", v.name), av.key.clone());
+                    self.map.keys.insert(format!("nfs_read.{set}.{}", v.name), av.key.clone());
                 }
             }
-            map.vms.insert(out.vms.len(), (i, fields));
+            self.map.vms.insert(self.out.vms.len(), (i, fields));
             names.push(v.name.clone());
-            variants.entry(vm.name.clone()).or_default().push((v.name.clone(), combo.clone()));
-            out.vms.push(v);
+            self.variants.entry(vm.name.clone()).or_default().push((v.name.clone(), combo.clone()));
+            self.out.vms.push(v);
         }
-        expanded_names.insert(vm.name.clone(), names);
+        self.expanded_names.insert(vm.name.clone(), names);
     }
-    errs.extend(collisions(spec, &out, &map, &all_axes));
-    if !errs.is_empty() {
-        return Err(errs);
-    }
-    set_groups(&mut out, &variants, &mut errs);
-    if !errs.is_empty() {
-        return Err(errs);
-    }
-    rewrite_references(&mut out, &expanded_names, &mut map, nfs_mount, nfs_ra);
-    Ok((out, map))
 }
 
 /// Replaces each measurement's `baseline: {axis, value}` of `s` (its `on` still as

@@ -97,6 +97,9 @@ impl SourceKernel {
     /// Holds the cache's kernel build lock ([`super::buildlock`]) throughout, so source
     /// kernels build one at a time and a later one reuses the earlier one's ccache
     /// objects; the wait, if any, is noted in `build.log`.
+    // Over 100 lines, kept whole for now: only source-kernel builds (the VM tier) run
+    // it, so a split could not be checked by `cargo fast`; it already reads as a list
+    // of named `step(…)` calls (defconfig, fragments, patches, bzImage, initramfs).
     pub fn build(&self, cache: &Cache, out: &Path) -> Result<(), ImageError> {
         let log = out.join("build.log");
         let note = |text: &str| {

@@ -88,26 +88,8 @@ fn fmt_tick(t: f64, step: f64) -> String {
 
 /// The chart of measurement `title` (values in `unit`) over `series`.
 pub fn strip_chart(title: &str, unit: &str, series: &[Series]) -> String {
-    let all: Vec<f64> = series.iter().flat_map(|s| s.values.iter().copied()).filter(|v| v.is_finite()).collect();
-    let (mut lo, mut hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
-    if all.is_empty() {
-        (lo, hi) = (0.0, 1.0);
-    }
-    // From zero when the values spread over more than half of it; else a window around
-    // them (the axis labels say where it starts).
-    let span = (hi - lo).max(hi.abs() * 0.02).max(1e-9);
-    if lo >= 0.0 && lo < 0.5 * hi {
-        lo = 0.0;
-    } else {
-        lo -= span * 0.25;
-    }
-    hi += span * 0.15;
-    let step = tick_step(hi - lo, 5.0);
-    lo = (lo / step).floor() * step;
-    hi = (hi / step).ceil() * step;
-    let plot_w = WIDTH - LEFT - RIGHT;
+    let axis = Axis::of(series);
     let height = TOP + ROW * series.len().max(1) as f64 + BOTTOM;
-    let x = |v: f64| LEFT + (v - lo) / (hi - lo) * plot_w;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -125,39 +107,10 @@ pub fn strip_chart(title: &str, unit: &str, series: &[Series]) -> String {
         "<text x=\"{LEFT:.0}\" y=\"38\" font-size=\"11\" fill=\"#57606a\">dots: repeats · bar: range · tick: median · dashed line: baseline median</text>"
     );
     let bottom = TOP + ROW * series.len().max(1) as f64;
-    // Grid and axis.
-    let mut t = lo;
-    let mut guard = 0;
-    while t <= hi + step * 1e-6 && guard < 50 {
-        let xt = x(t);
-        let _ = writeln!(
-            s,
-            "<line x1=\"{xt:.1}\" y1=\"{TOP:.0}\" x2=\"{xt:.1}\" y2=\"{bottom:.0}\" stroke=\"#eaeef2\" stroke-width=\"1\"/>"
-        );
-        let _ = writeln!(
-            s,
-            "<text x=\"{xt:.1}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#57606a\">{}</text>",
-            bottom + 16.0,
-            fmt_tick(t, step)
-        );
-        t += step;
-        guard += 1;
-    }
-    let _ = writeln!(
-        s,
-        "<line x1=\"{LEFT:.0}\" y1=\"{bottom:.0}\" x2=\"{:.0}\" y2=\"{bottom:.0}\" stroke=\"#8c959f\" stroke-width=\"1\"/>",
-        LEFT + plot_w
-    );
-    let _ = writeln!(
-        s,
-        "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#57606a\">{}</text>",
-        LEFT + plot_w / 2.0,
-        bottom + 34.0,
-        escape(unit)
-    );
+    axis.write_grid(&mut s, unit, bottom);
     // The baseline's median across every row.
     if let Some(m) = series.iter().find(|s| s.baseline).and_then(|s| s.median) {
-        let xm = x(m);
+        let xm = axis.x(m);
         let _ = writeln!(
             s,
             "<line class=\"baseline-median\" data-value=\"{m}\" x1=\"{xm:.1}\" y1=\"{:.0}\" x2=\"{xm:.1}\" y2=\"{bottom:.0}\" stroke=\"#1f6fb2\" stroke-width=\"1.5\" stroke-dasharray=\"5,4\"><title>{}</title></line>",
@@ -166,69 +119,148 @@ pub fn strip_chart(title: &str, unit: &str, series: &[Series]) -> String {
         );
     }
     for (i, sr) in series.iter().enumerate() {
-        let y = TOP + ROW * i as f64 + ROW / 2.0;
-        let c = colour(sr);
-        let label = if sr.baseline { format!("{} (baseline)", sr.vm) } else { sr.vm.clone() };
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"end\" font-weight=\"bold\" fill=\"#1b1f24\">{}</text>",
-            LEFT - 12.0,
-            y - 2.0,
-            escape(&label)
-        );
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"end\" font-size=\"11\" fill=\"#57606a\">{}</text>",
-            LEFT - 12.0,
-            y + 12.0,
-            escape(&sr.release)
-        );
-        let vals: Vec<f64> = sr.values.iter().copied().filter(|v| v.is_finite()).collect();
-        if let (Some(mn), Some(mx)) = (vals.iter().copied().reduce(f64::min), vals.iter().copied().reduce(f64::max)) {
-            let _ = writeln!(
-                s,
-                "<line class=\"range\" data-min=\"{mn}\" data-max=\"{mx}\" x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{c}\" stroke-opacity=\"0.35\" stroke-width=\"8\" stroke-linecap=\"round\"/>",
-                x(mn),
-                x(mx)
-            );
-        }
-        for (j, v) in sr.values.iter().enumerate() {
-            if !v.is_finite() {
-                continue;
-            }
-            // Repeats with equal values are spread up and down a little.
-            let dy = [0.0, -6.0, 6.0][j % 3];
-            let _ = writeln!(
-                s,
-                "<circle class=\"repeat\" data-vm=\"{}\" data-repeat=\"{}\" data-value=\"{v}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"4.5\" fill=\"{c}\" fill-opacity=\"0.85\" stroke=\"#ffffff\" stroke-width=\"1\"><title>{}</title></circle>",
-                escape(&sr.vm),
-                j + 1,
-                x(*v),
-                y + dy,
-                escape(&format!("{} repeat {}: {} {unit}", sr.vm, j + 1, fmt_num(*v)))
-            );
-        }
-        if let Some(m) = sr.median {
-            let xm = x(m);
-            let _ = writeln!(
-                s,
-                "<line class=\"median\" data-vm=\"{}\" data-value=\"{m}\" x1=\"{xm:.1}\" y1=\"{:.1}\" x2=\"{xm:.1}\" y2=\"{:.1}\" stroke=\"#1b1f24\" stroke-width=\"2.5\"><title>{}</title></line>",
-                escape(&sr.vm),
-                y - 13.0,
-                y + 13.0,
-                escape(&format!("{} median {} {unit}", sr.vm, fmt_num(m)))
-            );
-        }
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.0}\" y=\"{:.0}\" fill=\"{c}\">{}</text>",
-            LEFT + plot_w + 14.0,
-            y + 4.0,
-            escape(&if sr.baseline { "baseline".to_string() } else { sr.verdict.clone() })
-        );
+        write_row(&mut s, &axis, unit, TOP + ROW * i as f64 + ROW / 2.0, sr);
     }
     s.push_str("</svg>");
     s
+}
+
+/// The value axis: `lo..hi` in round `step`s, drawn from x = [`LEFT`] over the plot's
+/// width.
+struct Axis {
+    /// The value at the left end.
+    lo: f64,
+    /// The value at the right end.
+    hi: f64,
+    /// Between two ticks.
+    step: f64,
+}
+
+impl Axis {
+    /// The axis of `series`' finite values (`0..1` when there are none): from zero when
+    /// the values spread over more than half of it, else a window around them; both
+    /// ends on a tick.
+    fn of(series: &[Series]) -> Self {
+        let all: Vec<f64> = series.iter().flat_map(|s| s.values.iter().copied()).filter(|v| v.is_finite()).collect();
+        let (mut lo, mut hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+        if all.is_empty() {
+            (lo, hi) = (0.0, 1.0);
+        }
+        // The axis labels say where a window starts.
+        let span = (hi - lo).max(hi.abs() * 0.02).max(1e-9);
+        if lo >= 0.0 && lo < 0.5 * hi {
+            lo = 0.0;
+        } else {
+            lo -= span * 0.25;
+        }
+        hi += span * 0.15;
+        let step = tick_step(hi - lo, 5.0);
+        Axis { lo: (lo / step).floor() * step, hi: (hi / step).ceil() * step, step }
+    }
+
+    /// The x coordinate of value `v`.
+    fn x(&self, v: f64) -> f64 {
+        LEFT + (v - self.lo) / (self.hi - self.lo) * (WIDTH - LEFT - RIGHT)
+    }
+
+    /// Writes the grid lines and tick labels down to y = `bottom`, the axis line and its
+    /// `unit` label.
+    fn write_grid(&self, s: &mut String, unit: &str, bottom: f64) {
+        let plot_w = WIDTH - LEFT - RIGHT;
+        let mut t = self.lo;
+        let mut guard = 0;
+        while t <= self.hi + self.step * 1e-6 && guard < 50 {
+            let xt = self.x(t);
+            let _ = writeln!(
+                s,
+                "<line x1=\"{xt:.1}\" y1=\"{TOP:.0}\" x2=\"{xt:.1}\" y2=\"{bottom:.0}\" stroke=\"#eaeef2\" stroke-width=\"1\"/>"
+            );
+            let _ = writeln!(
+                s,
+                "<text x=\"{xt:.1}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#57606a\">{}</text>",
+                bottom + 16.0,
+                fmt_tick(t, self.step)
+            );
+            t += self.step;
+            guard += 1;
+        }
+        let _ = writeln!(
+            s,
+            "<line x1=\"{LEFT:.0}\" y1=\"{bottom:.0}\" x2=\"{:.0}\" y2=\"{bottom:.0}\" stroke=\"#8c959f\" stroke-width=\"1\"/>",
+            LEFT + plot_w
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#57606a\">{}</text>",
+            LEFT + plot_w / 2.0,
+            bottom + 34.0,
+            escape(unit)
+        );
+    }
+}
+
+/// Writes the row of `sr` centred at y = `y`: its labels (VM, release), the range bar,
+/// a dot per repeat, the median tick and the verdict at the right.
+fn write_row(s: &mut String, axis: &Axis, unit: &str, y: f64, sr: &Series) {
+    let c = colour(sr);
+    let label = if sr.baseline { format!("{} (baseline)", sr.vm) } else { sr.vm.clone() };
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"end\" font-weight=\"bold\" fill=\"#1b1f24\">{}</text>",
+        LEFT - 12.0,
+        y - 2.0,
+        escape(&label)
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"end\" font-size=\"11\" fill=\"#57606a\">{}</text>",
+        LEFT - 12.0,
+        y + 12.0,
+        escape(&sr.release)
+    );
+    let vals: Vec<f64> = sr.values.iter().copied().filter(|v| v.is_finite()).collect();
+    if let (Some(mn), Some(mx)) = (vals.iter().copied().reduce(f64::min), vals.iter().copied().reduce(f64::max)) {
+        let _ = writeln!(
+            s,
+            "<line class=\"range\" data-min=\"{mn}\" data-max=\"{mx}\" x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{c}\" stroke-opacity=\"0.35\" stroke-width=\"8\" stroke-linecap=\"round\"/>",
+            axis.x(mn),
+            axis.x(mx)
+        );
+    }
+    for (j, v) in sr.values.iter().enumerate() {
+        if !v.is_finite() {
+            continue;
+        }
+        // Repeats with equal values are spread up and down a little.
+        let dy = [0.0, -6.0, 6.0][j % 3];
+        let _ = writeln!(
+            s,
+            "<circle class=\"repeat\" data-vm=\"{}\" data-repeat=\"{}\" data-value=\"{v}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"4.5\" fill=\"{c}\" fill-opacity=\"0.85\" stroke=\"#ffffff\" stroke-width=\"1\"><title>{}</title></circle>",
+            escape(&sr.vm),
+            j + 1,
+            axis.x(*v),
+            y + dy,
+            escape(&format!("{} repeat {}: {} {unit}", sr.vm, j + 1, fmt_num(*v)))
+        );
+    }
+    if let Some(m) = sr.median {
+        let xm = axis.x(m);
+        let _ = writeln!(
+            s,
+            "<line class=\"median\" data-vm=\"{}\" data-value=\"{m}\" x1=\"{xm:.1}\" y1=\"{:.1}\" x2=\"{xm:.1}\" y2=\"{:.1}\" stroke=\"#1b1f24\" stroke-width=\"2.5\"><title>{}</title></line>",
+            escape(&sr.vm),
+            y - 13.0,
+            y + 13.0,
+            escape(&format!("{} median {} {unit}", sr.vm, fmt_num(m)))
+        );
+    }
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.0}\" y=\"{:.0}\" fill=\"{c}\">{}</text>",
+        LEFT + (WIDTH - LEFT - RIGHT) + 14.0,
+        y + 4.0,
+        escape(&if sr.baseline { "baseline".to_string() } else { sr.verdict.clone() })
+    );
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod report;
 pub mod results;
 pub mod snapshot;
 
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use crate::plan::measurement::{
@@ -78,16 +79,33 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         read_ahead_kb: n.read_ahead_kb,
         client_read_ahead_kb: n.client_read_ahead_kb.clone(),
     };
-    let scenario = || StepKind::Scenario { scenario: SCENARIO.into() };
+    add_server_steps(n, &export, vms, timeout);
+    for (c, setup) in &n.client_setup {
+        let vm = vms.iter_mut().find(|v| &v.name == c).expect("validated client");
+        vm.steps.push(
+            StepPlan::new(names::NFS_CLIENT_SETUP, setup.clone(), scenario_step(), timeout)
+                .origin(&format!("nfs_read.client_setup.{c}")),
+        );
+    }
+    let m = measurement(n, suite, &plan, server_addr);
+    (plan, m)
+}
+
+/// The step kind of the scenario's own steps.
+fn scenario_step() -> StepKind {
+    StepKind::Scenario { scenario: SCENARIO.into() }
+}
+
+/// The server's steps, right after its profile: make the file exactly as the report
+/// did (`nfs-file`), then record the export and the RPC services (`nfs-server-ready`);
+/// clients wait for that last step.
+fn add_server_steps(n: &NfsReadSpec, export: &str, vms: &mut [VmPlan], timeout: Duration) {
     // Making the file and checking the server are the runner's own steps: never less
     // than the default timeout (the reads and client_setup keep the suite's).
     let setup_timeout = timeout.max(crate::plan::DEFAULT_STEP_TIMEOUT);
-
-    // Server: after its profile, make the file exactly as the report did, then record
-    // the export and the RPC services; clients wait for that last step.
     let server = vms.iter_mut().find(|v| v.name == n.server).expect("validated server");
     let path = format!("{export}/{}", n.file.name);
-    let dir = path.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_else(|| export.clone());
+    let dir = path.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_else(|| export.to_string());
     let pos = server.steps.iter().position(|s| matches!(s.kind, StepKind::Profile { .. })).map_or(0, |p| p + 1);
     let file_step = StepPlan::new(
         names::NFS_FILE,
@@ -98,40 +116,41 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
             bs = n.file.block_size,
             c = n.file.count
         ),
-        scenario(),
+        scenario_step(),
         setup_timeout,
     )
     .origin("nfs_read.file");
     let ready_step = StepPlan::new(
         names::NFS_SERVER_READY,
         "exportfs -v && rpcinfo -p && cat /proc/fs/nfsd/versions && cat /proc/fs/nfsd/threads".into(),
-        scenario(),
+        scenario_step(),
         setup_timeout,
     )
     .origin("nfs_read.server");
     server.steps.insert(pos, file_step);
     server.steps.insert(pos + 1, ready_step);
-    for (c, setup) in &n.client_setup {
-        let vm = vms.iter_mut().find(|v| &v.name == c).expect("validated client");
-        vm.steps.push(
-            StepPlan::new(names::NFS_CLIENT_SETUP, setup.clone(), scenario(), timeout)
-                .origin(&format!("nfs_read.client_setup.{c}")),
-        );
-    }
+}
 
-    let mp = plan.mount_point.clone();
+/// The `/sys` file of the read-ahead (KiB) of the mount at `mp`, as a shell word.
+fn read_ahead_file(mp: &str) -> String {
+    format!("/sys/class/bdi/$(mountpoint -d {})/read_ahead_kb", shell_quote(mp))
+}
+
+/// Each client's commands: mount the export from `server_addr` with its options on
+/// fresh caches (and set its read-ahead), `cat` the file, unmount.
+fn measured_vms(plan: &NfsPlan, server_addr: Ipv4Addr) -> Vec<MeasuredVm> {
+    let mp = &plan.mount_point;
     let file = format!("{}/{}", mp.trim_end_matches('/'), plan.file_name);
-    let bdi = format!("/sys/class/bdi/$(mountpoint -d {})/read_ahead_kb", shell_quote(&mp));
-    let measured = plan
-        .clients
+    let bdi = read_ahead_file(mp);
+    plan.clients
         .iter()
         .map(|c| {
             let options = plan.mount_options_of(c);
             let opts = if options == "defaults" { String::new() } else { format!("-o {options} ") };
             let mut setup = format!(
                 "mkdir -p {m} && mount -t nfs {opts}{server_addr}:{e} {m} && sync && echo 3 > /proc/sys/vm/drop_caches",
-                m = shell_quote(&mp),
-                e = shell_quote(&export),
+                m = shell_quote(mp),
+                e = shell_quote(&plan.export),
             );
             if let Some(kb) = plan.read_ahead_of(c) {
                 setup.push_str(&format!(" && echo {kb} > {bdi}"));
@@ -141,11 +160,16 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
                 commands: Commands {
                     setup: Some(setup),
                     run: format!("cat {} > /dev/null", shell_quote(&file)),
-                    teardown: Some(format!("umount {}", shell_quote(&mp))),
+                    teardown: Some(format!("umount {}", shell_quote(mp))),
                 },
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The checks: `bytes` equals the file's size; `read-ahead` equals a client's
+/// read-ahead when it has one.
+fn checks(plan: &NfsPlan) -> Vec<Check> {
     let mut checks =
         vec![Check { section: RECORD_BYTES.into(), only: None, expect: Expect::Equals(plan.file_bytes.to_string()) }];
     for c in &plan.clients {
@@ -157,10 +181,17 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
             });
         }
     }
-    let m = MeasurementPlan {
+    checks
+}
+
+/// The `nfs-read` measurement of `plan` (see the module's table).
+fn measurement(n: &NfsReadSpec, suite: &SuiteSpec, plan: &NfsPlan, server_addr: Ipv4Addr) -> MeasurementPlan {
+    let mp = plan.mount_point.clone();
+    let file = format!("{}/{}", mp.trim_end_matches('/'), plan.file_name);
+    MeasurementPlan {
         name: names::NFS_READ_MEASUREMENT.into(),
         preset: Some(SCENARIO.into()),
-        vms: measured,
+        vms: measured_vms(plan, server_addr),
         baseline: plan.baseline.clone(),
         groups: vec![],
         repeat: n.repeat.unwrap_or(crate::plan::DEFAULT_REPEAT),
@@ -186,13 +217,17 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
                 command: format!("grep {} /proc/mounts", shell_quote(&format!(" {mp} "))),
                 when: When::Before,
             },
-            Record { name: RECORD_READ_AHEAD.into(), command: format!("cat {bdi}"), when: When::Before },
+            Record {
+                name: RECORD_READ_AHEAD.into(),
+                command: format!("cat {}", read_ahead_file(&mp)),
+                when: When::Before,
+            },
             Record { name: RECORD_BYTES.into(), command: format!("wc -c < {}", shell_quote(&file)), when: When::After },
         ],
         bytes: Some(Bytes::Record(RECORD_BYTES.into())),
         output_metric: None,
         metric: Metric { name: crate::plan::DEFAULT_METRIC.into(), better: Better::Lower },
-        checks,
+        checks: checks(plan),
         table: vec![],
         snapshot: SnapshotPolicy {
             verdict: n.snapshot_verdicts.unwrap_or_default(),
@@ -203,6 +238,5 @@ pub fn expand(n: &NfsReadSpec, suite: &SuiteSpec, vms: &mut [VmPlan], timeout: D
         },
         verdict: crate::plan::measurement::VerdictPolicy::from_specs(suite.verdict.as_ref(), None),
         iterations: vec![],
-    };
-    (plan, m)
+    }
 }

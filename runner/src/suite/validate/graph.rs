@@ -28,8 +28,17 @@ type Node = (usize, usize);
 /// Checks the compiled `plan` of `spec`; see the module docs.
 pub fn check_graph(spec: &SuiteSpec, plan: &Plan) -> Vec<ValidationError> {
     let mut errs = Vec::new();
-    // Nodes: (vm index, step index).
-    let mut index: BTreeMap<(&str, &str), (usize, usize)> = BTreeMap::new();
+    let index = step_index(plan, &mut errs);
+    let key_of = |v: usize, s: usize, n: usize| after_key(spec, plan, v, s, n);
+    let edges = wait_edges(plan, &index, &key_of, &mut errs);
+    find_cycles(plan, &edges, &key_of, &mut errs);
+    errs
+}
+
+/// Every step by (VM name, step name); a second step of a VM with the same name is an
+/// error at its origin.
+fn step_index<'a>(plan: &'a Plan, errs: &mut Vec<ValidationError>) -> BTreeMap<(&'a str, &'a str), Node> {
+    let mut index: BTreeMap<(&str, &str), Node> = BTreeMap::new();
     for (v, vm) in plan.vms.iter().enumerate() {
         for (s, st) in vm.steps.iter().enumerate() {
             if index.insert((vm.name.as_str(), st.name.as_str()), (v, s)).is_some() {
@@ -40,25 +49,39 @@ pub fn check_graph(spec: &SuiteSpec, plan: &Plan) -> Vec<ValidationError> {
             }
         }
     }
-    let key_of = |v: usize, s: usize, n: usize| -> String {
-        let st = &plan.vms[v].steps[s];
-        let origin = st.origin.clone().unwrap_or_else(|| format!("vms[{v}]"));
-        match &st.kind {
-            StepKind::User => format!("{origin}.after[{n}]"),
-            StepKind::Measure { .. } => {
-                // The entry of the measurement's own `after` that produced this one.
-                let m = origin
-                    .strip_prefix("measure[")
-                    .and_then(|r| r.strip_suffix(']'))
-                    .and_then(|i| i.parse::<usize>().ok());
-                let dep = &st.after[n];
-                m.and_then(|i| spec.measure.get(i))
-                    .and_then(|ms| ms.after.iter().position(|a| Dependency::parse(a).key() == dep.key()))
-                    .map_or(origin.clone(), |j| format!("{origin}.after[{j}]"))
-            }
-            _ => origin,
+    index
+}
+
+/// The key path in the suite of `after` entry `n` of step `s` of VM `v`: the step's own
+/// `after[n]` for a user step, the measurement's `after` entry that produced it for an
+/// iteration, else the step's origin.
+fn after_key(spec: &SuiteSpec, plan: &Plan, v: usize, s: usize, n: usize) -> String {
+    let st = &plan.vms[v].steps[s];
+    let origin = st.origin.clone().unwrap_or_else(|| format!("vms[{v}]"));
+    match &st.kind {
+        StepKind::User => format!("{origin}.after[{n}]"),
+        StepKind::Measure { .. } => {
+            // The entry of the measurement's own `after` that produced this one.
+            let m =
+                origin.strip_prefix("measure[").and_then(|r| r.strip_suffix(']')).and_then(|i| i.parse::<usize>().ok());
+            let dep = &st.after[n];
+            m.and_then(|i| spec.measure.get(i))
+                .and_then(|ms| ms.after.iter().position(|a| Dependency::parse(a).key() == dep.key()))
+                .map_or(origin.clone(), |j| format!("{origin}.after[{j}]"))
         }
-    };
+        _ => origin,
+    }
+}
+
+/// The wait graph's edges, by VM and step index: each step waits for the one before it
+/// on its VM and for its `after` targets. An `after` naming a VM or step that does not
+/// exist is an error (at `key_of(vm, step, entry)`) and no edge.
+fn wait_edges(
+    plan: &Plan,
+    index: &BTreeMap<(&str, &str), Node>,
+    key_of: &dyn Fn(usize, usize, usize) -> String,
+    errs: &mut Vec<ValidationError>,
+) -> Vec<Vec<Vec<(Node, Why)>>> {
     let mut edges: Vec<Vec<Vec<(Node, Why)>>> = plan.vms.iter().map(|vm| vec![Vec::new(); vm.steps.len()]).collect();
     for (v, vm) in plan.vms.iter().enumerate() {
         for (s, st) in vm.steps.iter().enumerate() {
@@ -95,7 +118,17 @@ pub fn check_graph(spec: &SuiteSpec, plan: &Plan) -> Vec<ValidationError> {
             }
         }
     }
-    // Depth-first search for cycles (iterative: plans can hold thousands of steps).
+    edges
+}
+
+/// Reports each cycle of `edges` once (whatever step it is entered from), by a
+/// depth-first search, iterative because plans can hold thousands of steps.
+fn find_cycles(
+    plan: &Plan,
+    edges: &[Vec<Vec<(Node, Why)>>],
+    key_of: &dyn Fn(usize, usize, usize) -> String,
+    errs: &mut Vec<ValidationError>,
+) {
     let name = |(v, s): (usize, usize)| format!("{}/{}", plan.vms[v].name, plan.vms[v].steps[s].name);
     let mut state: Vec<Vec<u8>> = plan.vms.iter().map(|vm| vec![0u8; vm.steps.len()]).collect(); // 0 new, 1 on stack, 2 done
     let mut reported: BTreeSet<Vec<(usize, usize)>> = BTreeSet::new();
@@ -128,7 +161,7 @@ pub fn check_graph(spec: &SuiteSpec, plan: &Plan) -> Vec<ValidationError> {
                             let mut nodes: Vec<(usize, usize)> = cycle.iter().map(|(n, _)| *n).collect();
                             nodes.sort();
                             if reported.insert(nodes) {
-                                errs.push(cycle_error(&cycle, path[start].0, &name, &key_of));
+                                errs.push(cycle_error(&cycle, path[start].0, &name, key_of));
                             }
                         }
                         _ => {}
@@ -141,7 +174,6 @@ pub fn check_graph(spec: &SuiteSpec, plan: &Plan) -> Vec<ValidationError> {
             }
         }
     }
-    errs
 }
 
 /// The error for a cycle that starts at `first` and follows `cycle` (each node with the

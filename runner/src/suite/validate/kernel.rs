@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use crate::infra::images::{Catalog, DEFAULT_FLAVOUR};
 use crate::path_io::{FileError, Folder};
-use crate::schema::{KernelSpec, SuiteFile};
+use crate::schema::{KernelSpec, SourceKernelSpec, SuiteFile};
 
 use super::ValidationError;
 
@@ -24,101 +24,12 @@ pub(super) fn check_kernel(
             });
             return;
         }
-        if catalog.debian_source(&src.debian).is_none() {
-            let known = catalog.sources.iter().map(|s| s.series.clone()).collect::<Vec<_>>().join(", ");
-            errs.push(ValidationError::Unknown {
-                key: format!("{k}.source.debian"),
-                what: "Debian kernel source",
-                value: src.debian.clone(),
-                hint: format!(" in images/kernels.yaml (pinned sources: {known})"),
-            });
-        }
-        for (field, files, want) in [
-            ("fragments", &src.fragments, Want::File("a config fragment file")),
-            ("patches", &src.patches, Want::File("a patch file")),
-        ] {
-            let mut seen: Vec<(PathBuf, usize)> = Vec::new();
-            for (i, f) in files.iter().enumerate() {
-                let key = format!("{k}.source.{field}[{i}]");
-                let (_, real) = real_path(file, f);
-                if let Some(message) = host_path_problem(file, f, want)
-                    .or_else(|| build_input_problem(file, &catalog.dir, f, field == "patches"))
-                {
-                    errs.push(ValidationError::Rule { key, message });
-                    continue;
-                }
-                if let Some((_, first)) = seen.iter().find(|(p, _)| *p == real) {
-                    errs.push(ValidationError::Rule {
-                        key,
-                        message: format!("{} is also {field}[{first}]; give each file once", real.display()),
-                    });
-                } else {
-                    seen.push((real, i));
-                }
-            }
-        }
+        check_source(errs, file, catalog, k, src);
         return;
     }
     match (&spec.debian, &spec.path) {
-        (Some(series), None) => {
-            let flavour = spec.flavour.as_deref().unwrap_or(DEFAULT_FLAVOUR);
-            if catalog.debian_kernel(series, flavour).is_none() {
-                let flavours: Vec<&str> =
-                    catalog.kernels.iter().filter(|p| &p.series == series).map(|p| p.flavour.as_str()).collect();
-                if flavours.is_empty() {
-                    let mut known: Vec<&str> = Vec::new();
-                    for p in &catalog.kernels {
-                        if !known.contains(&p.series.as_str()) {
-                            known.push(&p.series);
-                        }
-                    }
-                    errs.push(ValidationError::Unknown {
-                        key: format!("{k}.debian"),
-                        what: "Debian kernel",
-                        value: format!("{series} ({flavour})"),
-                        hint: format!(" in images/kernels.yaml (pinned: {})", known.join(", ")),
-                    });
-                } else {
-                    // The series is pinned, in other flavours: the flavour is what's wrong.
-                    errs.push(ValidationError::Unknown {
-                        key: format!("{k}.{}", if spec.flavour.is_some() { "flavour" } else { "debian" }),
-                        what: "flavour",
-                        value: flavour.to_string(),
-                        hint: format!(
-                            " for Debian kernel {series} in images/kernels.yaml (pinned flavours of {series}: {})",
-                            flavours.join(", ")
-                        ),
-                    });
-                }
-            }
-            if spec.modules.is_some() {
-                errs.push(ValidationError::Rule {
-                    key: format!("{k}.modules"),
-                    message: "`modules` goes with `path`; a Debian kernel brings its own".into(),
-                });
-            }
-        }
-        (None, Some(p)) => {
-            if let Some(message) = host_path_problem(file, p, Want::File("a kernel image (bzImage or vmlinuz)"))
-                .or_else(|| kernel_image_problem(file, &catalog.dir, p))
-            {
-                errs.push(ValidationError::Rule { key: format!("{k}.path"), message });
-            }
-            if let Some(m) = &spec.modules {
-                if let Some(message) =
-                    host_path_problem(file, m, Want::Dir("the kernel's modules folder (…/lib/modules/<release>)"))
-                        .or_else(|| not_a_modules_folder(&file.resolve(m)))
-                {
-                    errs.push(ValidationError::Rule { key: format!("{k}.modules"), message });
-                }
-            }
-            if spec.flavour.is_some() {
-                errs.push(ValidationError::Rule {
-                    key: format!("{k}.flavour"),
-                    message: "`flavour` goes with `debian`".into(),
-                });
-            }
-        }
+        (Some(series), None) => check_debian(errs, catalog, k, spec, series),
+        (None, Some(p)) => check_local(errs, file, catalog, k, spec, p),
         (Some(_), Some(_)) => errs
             .push(ValidationError::Rule { key: k.into(), message: "give either `debian` or `path`, not both".into() }),
         (None, None) => errs.push(ValidationError::Rule {
@@ -127,6 +38,117 @@ pub(super) fn check_kernel(
                 "give `debian: \"<series>\"` (e.g. \"6.1\"), `path: <bzImage>` or `source: {debian: \"<series>\"}`"
                     .into(),
         }),
+    }
+}
+
+/// `kernel: {source: …}` (at key path `k`): its Debian source is pinned, and each
+/// fragment and patch is a readable build input under the suite's folders, given once.
+fn check_source(errs: &mut Vec<ValidationError>, file: &SuiteFile, catalog: &Catalog, k: &str, src: &SourceKernelSpec) {
+    if catalog.debian_source(&src.debian).is_none() {
+        let known = catalog.sources.iter().map(|s| s.series.clone()).collect::<Vec<_>>().join(", ");
+        errs.push(ValidationError::Unknown {
+            key: format!("{k}.source.debian"),
+            what: "Debian kernel source",
+            value: src.debian.clone(),
+            hint: format!(" in images/kernels.yaml (pinned sources: {known})"),
+        });
+    }
+    for (field, files, want) in [
+        ("fragments", &src.fragments, Want::File("a config fragment file")),
+        ("patches", &src.patches, Want::File("a patch file")),
+    ] {
+        let mut seen: Vec<(PathBuf, usize)> = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            let key = format!("{k}.source.{field}[{i}]");
+            let (_, real) = real_path(file, f);
+            if let Some(message) = host_path_problem(file, f, want)
+                .or_else(|| build_input_problem(file, &catalog.dir, f, field == "patches"))
+            {
+                errs.push(ValidationError::Rule { key, message });
+                continue;
+            }
+            if let Some((_, first)) = seen.iter().find(|(p, _)| *p == real) {
+                errs.push(ValidationError::Rule {
+                    key,
+                    message: format!("{} is also {field}[{first}]; give each file once", real.display()),
+                });
+            } else {
+                seen.push((real, i));
+            }
+        }
+    }
+}
+
+/// `kernel: {debian: series}` (at key path `k`): the series is pinned in `flavour`
+/// (the error names the pinned series, or the series' pinned flavours), and no
+/// `modules`.
+fn check_debian(errs: &mut Vec<ValidationError>, catalog: &Catalog, k: &str, spec: &KernelSpec, series: &str) {
+    let flavour = spec.flavour.as_deref().unwrap_or(DEFAULT_FLAVOUR);
+    if catalog.debian_kernel(series, flavour).is_none() {
+        let flavours: Vec<&str> =
+            catalog.kernels.iter().filter(|p| p.series == series).map(|p| p.flavour.as_str()).collect();
+        if flavours.is_empty() {
+            let mut known: Vec<&str> = Vec::new();
+            for p in &catalog.kernels {
+                if !known.contains(&p.series.as_str()) {
+                    known.push(&p.series);
+                }
+            }
+            errs.push(ValidationError::Unknown {
+                key: format!("{k}.debian"),
+                what: "Debian kernel",
+                value: format!("{series} ({flavour})"),
+                hint: format!(" in images/kernels.yaml (pinned: {})", known.join(", ")),
+            });
+        } else {
+            // The series is pinned, in other flavours: the flavour is what's wrong.
+            errs.push(ValidationError::Unknown {
+                key: format!("{k}.{}", if spec.flavour.is_some() { "flavour" } else { "debian" }),
+                what: "flavour",
+                value: flavour.to_string(),
+                hint: format!(
+                    " for Debian kernel {series} in images/kernels.yaml (pinned flavours of {series}: {})",
+                    flavours.join(", ")
+                ),
+            });
+        }
+    }
+    if spec.modules.is_some() {
+        errs.push(ValidationError::Rule {
+            key: format!("{k}.modules"),
+            message: "`modules` goes with `path`; a Debian kernel brings its own".into(),
+        });
+    }
+}
+
+/// `kernel: {path: image}` (at key path `k`): the image is a kernel image the suite may
+/// read, `modules` (when given) a modules folder, and no `flavour`.
+fn check_local(
+    errs: &mut Vec<ValidationError>,
+    file: &SuiteFile,
+    catalog: &Catalog,
+    k: &str,
+    spec: &KernelSpec,
+    p: &Path,
+) {
+    if let Some(message) = host_path_problem(file, p, Want::File("a kernel image (bzImage or vmlinuz)"))
+        .or_else(|| kernel_image_problem(file, &catalog.dir, p))
+    {
+        errs.push(ValidationError::Rule { key: format!("{k}.path"), message });
+    }
+    if let Some(m) = &spec.modules {
+        if let Some(message) =
+            host_path_problem(file, m, Want::Dir("the kernel's modules folder (…/lib/modules/<release>)"))
+                .or_else(|| not_a_modules_folder(&file.resolve(m)))
+        {
+            errs.push(ValidationError::Rule { key: format!("{k}.modules"), message });
+        }
+    }
+    if spec.flavour.is_some() {
+        errs.push(ValidationError::Rule {
+            key: format!("{k}.flavour"),
+            message: "`flavour` goes with `debian`".into(),
+        });
     }
 }
 

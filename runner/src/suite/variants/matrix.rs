@@ -106,18 +106,65 @@ pub(super) fn edit(
     let mut errs = Vec::new();
     let exclude = entries(vm, i, "exclude", &mut errs);
     let include = entries(vm, i, "include", &mut errs);
-    let rule = |key: &str, message: String| ValidationError::Rule { key: key.to_string(), message };
-    let product_axis = |a: &Axis| axes.iter().find(|(x, _)| x == a).map(|(_, v)| v.as_slice());
-    let combo_matches = |c: &Combo, pairs: &[Pair]| {
+    let product = Product { axes };
+    for (ekey, pairs) in &exclude {
+        product.exclude(vm, ekey, pairs, &mut combos, &mut errs);
+    }
+    for (ekey, pairs) in &include {
+        product.include(ekey, pairs, &mut combos, &mut errs);
+    }
+    if combos.is_empty() && errs.is_empty() {
+        errs.push(rule(
+            &format!("vms[{i}].variants.exclude"),
+            format!("the exclusions leave VM {} no variant", vm.name),
+        ));
+    }
+    if errs.is_empty() {
+        Ok(combos)
+    } else {
+        Err(errs)
+    }
+}
+
+/// A rule error at `key`.
+fn rule(key: &str, message: String) -> ValidationError {
+    ValidationError::Rule { key: key.to_string(), message }
+}
+
+/// The axes of a VM's product, which its `exclude` and `include` entries edit.
+struct Product<'a> {
+    /// Each axis with its values, in order.
+    axes: &'a [(Axis, Vec<AxisValue>)],
+}
+
+impl Product<'_> {
+    /// The values of axis `a`, when the product has it.
+    fn axis(&self, a: &Axis) -> Option<&[AxisValue]> {
+        self.axes.iter().find(|(x, _)| x == a).map(|(_, v)| v.as_slice())
+    }
+
+    /// Whether combination `c` has every value `pairs` give for the product's axes
+    /// (pairs of other axes are ignored).
+    fn combo_matches(&self, c: &Combo, pairs: &[Pair]) -> bool {
         pairs
             .iter()
-            .filter(|p| product_axis(&p.axis).is_some())
+            .filter(|p| self.axis(&p.axis).is_some())
             .all(|p| c.iter().any(|(a, av)| *a == p.axis && matches(av, &p.value)))
-    };
-    for (ekey, pairs) in &exclude {
+    }
+
+    /// Applies exclusion `ekey` (of VM `vm`) to `combos`. Each of its pairs must name an
+    /// axis and a value of the product, and it must remove a combination.
+    fn exclude(
+        &self,
+        vm: &VmSpec,
+        ekey: &str,
+        pairs: &[Pair],
+        combos: &mut Vec<Combo>,
+        errs: &mut Vec<ValidationError>,
+    ) {
         let mut ok = true;
         for p in pairs {
-            match product_axis(&p.axis) {
+            match self.axis(&p.axis) {
                 None => {
                     errs.push(rule(
                         &p.key,
@@ -141,17 +188,21 @@ pub(super) fn edit(
             }
         }
         if !ok {
-            continue;
+            return;
         }
         let before = combos.len();
-        combos.retain(|c| !combo_matches(c, pairs));
+        combos.retain(|c| !self.combo_matches(c, pairs));
         if combos.len() == before {
             errs.push(rule(ekey, "this exclusion matches no combination left by the ones before it".into()));
         }
     }
-    for (ekey, pairs) in &include {
-        let matched: Vec<usize> = (0..combos.len()).filter(|&n| combo_matches(&combos[n], pairs)).collect();
-        let extras: Vec<&Pair> = pairs.iter().filter(|p| product_axis(&p.axis).is_none()).collect();
+
+    /// Applies inclusion `ekey` to `combos`: the combinations it matches get its other
+    /// axes (it must add one); when it matches none, it is a new combination, which
+    /// names every axis of the product.
+    fn include(&self, ekey: &str, pairs: &[Pair], combos: &mut Vec<Combo>, errs: &mut Vec<ValidationError>) {
+        let matched: Vec<usize> = (0..combos.len()).filter(|&n| self.combo_matches(&combos[n], pairs)).collect();
+        let extras: Vec<&Pair> = pairs.iter().filter(|p| self.axis(&p.axis).is_none()).collect();
         if !matched.is_empty() {
             if extras.is_empty() {
                 errs.push(rule(
@@ -166,11 +217,22 @@ pub(super) fn edit(
                     combos[n].push((p.axis.clone(), av));
                 }
             }
-            continue;
+            return;
         }
-        // A new combination: one value of every axis of the product, in its order.
+        let Some(mut combo) = self.new_combo(ekey, pairs, errs) else { return };
+        for p in extras {
+            combo
+                .push((p.axis.clone(), AxisValue { label: String::new(), value: p.value.clone(), key: p.key.clone() }));
+        }
+        combos.push(combo);
+    }
+
+    /// The new combination inclusion `ekey` adds: one value of every axis of the
+    /// product, in its order (a value the axis lacks gets a label of its own, which must
+    /// be a valid one); `None` when it lacks an axis.
+    fn new_combo(&self, ekey: &str, pairs: &[Pair], errs: &mut Vec<ValidationError>) -> Option<Combo> {
         let mut combo = Combo::new();
-        for (axis, values) in axes {
+        for (axis, values) in self.axes {
             let Some(p) = pairs.iter().find(|p| p.axis == *axis) else {
                 errs.push(rule(
                     ekey,
@@ -179,8 +241,7 @@ pub(super) fn edit(
                         axis.name()
                     ),
                 ));
-                combo.clear();
-                break;
+                return None;
             };
             let av = values.iter().find(|av| matches(av, &p.value)).cloned().unwrap_or_else(|| AxisValue {
                 label: list_label(&p.value),
@@ -198,24 +259,6 @@ pub(super) fn edit(
             }
             combo.push((axis.clone(), av));
         }
-        if combo.is_empty() {
-            continue;
-        }
-        for p in extras {
-            combo
-                .push((p.axis.clone(), AxisValue { label: String::new(), value: p.value.clone(), key: p.key.clone() }));
-        }
-        combos.push(combo);
-    }
-    if combos.is_empty() && errs.is_empty() {
-        errs.push(rule(
-            &format!("vms[{i}].variants.exclude"),
-            format!("the exclusions leave VM {} no variant", vm.name),
-        ));
-    }
-    if errs.is_empty() {
-        Ok(combos)
-    } else {
-        Err(errs)
+        (!combo.is_empty()).then_some(combo)
     }
 }
