@@ -94,7 +94,7 @@ pub fn headline(suite: &str, measurements: &[MeasurementResult]) -> String {
 }
 
 /// The summary line of candidate `c` against `base` in measurement `m`.
-pub(super) fn summary_line(m: &MeasurementResult, base: &VmResult, c: &VmResult) -> String {
+pub fn summary_line(m: &MeasurementResult, base: &VmResult, c: &VmResult) -> String {
     let unit = m.unit.as_deref().unwrap_or(unit_of(&m.metric));
     let med = |v: &VmResult| v.metric.as_ref().map_or("-".into(), |s| comparison_table::fmt_value(s.median));
     let change = pct(base, c).map_or(String::new(), |p| format!(" ({p:+.1}%)"));
