@@ -29,7 +29,8 @@
 //! `not run` → `MISS`) and of its problems (a failed check or an unexpected exit status
 //! → `FAIL`); when all of those passed, the verdict's: `slower`/`worse` and `different
 //! outcome` → `FAIL`, `same`/`faster` and `same outcome` → `PASS`, `undecided` →
-//! `DONE` (a number, no statement about the code), and `PASS` for a baseline.
+//! `DONE` (a number, no statement about the code; also a candidate without numbers to
+//! compare), and `PASS` for a baseline.
 //!
 //! Ids are `vmrepro:<32 hex digits>`, the start of a SHA-256 of what the object is:
 //! checkouts and builds of the kernel's facts (the same kernel has the same ids in
