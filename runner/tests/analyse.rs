@@ -21,21 +21,12 @@ use serde_json::Value;
 use vmrepro::analyse::analyse_dir;
 
 fn fixtures() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs");
-    let mut dirs: Vec<PathBuf> =
-        std::fs::read_dir(&root).expect("fixtures/runs").flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
-    dirs.sort();
-    assert!(dirs.len() >= 2, "expected recorded runs in {}", root.display());
-    dirs
+    support::recorded_runs()
 }
 
 /// A private copy of a fixture (analysis writes `results.json` and `nfs/` into it).
 fn copy(fixture: &Path) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let status =
-        std::process::Command::new("cp").arg("-r").arg(format!("{}/.", fixture.display())).arg(tmp.path()).status();
-    assert!(status.is_ok_and(|s| s.success()), "copying {}", fixture.display());
-    tmp
+    support::copy_run(fixture)
 }
 
 fn read_json(path: &Path) -> Value {

@@ -188,8 +188,12 @@ fn hostile_run_folders_are_refused_and_nothing_outside_is_read_or_written() {
             edit(d)
         });
         let d = dir.display().to_string();
-        for cmd in ["analyse", "report", "compare"] {
-            let args: Vec<&str> = if cmd == "compare" { vec![cmd, &d, &d] } else { vec![cmd, &d] };
+        for cmd in ["analyse", "report", "compare", "export"] {
+            let args: Vec<&str> = match cmd {
+                "compare" => vec![cmd, &d, &d],
+                "export" => vec![cmd, "--kcidb", &d],
+                _ => vec![cmd, &d],
+            };
             let (code, err) = w.vmrepro(&args);
             assert_ne!(code, 0, "{cmd} {name} passed: {err}");
             assert!(!dir.join("results.json").exists(), "{cmd} {name} wrote results.json");

@@ -148,6 +148,18 @@ fn report_md_reads_in_a_mail_and_html_holds_the_numbers() {
 
 /// A run made with `--pin` says where each QEMU ran, and its report reproduces it
 /// pinned; an unpinned run's report mentions no pinning.
+/// The first line follows the kernel test robot's regression reports ("noticed a
+/// -34.6% regression of <metric> on <commit>"): the RTO carry-over's mainline kernel.
+#[test]
+fn the_headline_reads_as_the_kernel_test_robots_regression_line() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs/nfs-udp-rto-carryover-3-reads");
+    let a = vmrepro::analyse::analyse_read_only(&fixture).unwrap();
+    assert_eq!(
+        published::headline(&a.results.suite, &a.results.measurements),
+        "[vmrepro] nfs-udp-rto-carryover: +247.8% regression of nfs-read.elapsed_s on 6.1.176-vmrepro (mainline)"
+    );
+}
+
 #[test]
 fn a_pinned_run_says_so_and_is_reproduced_pinned() {
     let tmp = tempfile::tempdir().unwrap();

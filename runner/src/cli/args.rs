@@ -103,6 +103,19 @@ pub(crate) enum Command {
         #[command(flatten)]
         budget: BudgetArgs,
     },
+    /// Write a run folder as KCIDB JSON (schema v5.3, kernel CI's report database): a
+    /// checkout per kernel source, a build per kernel, a test per measurement and VM
+    /// with its status, verdict and numbers (no VM; nothing written into the folder).
+    Export {
+        /// The format: KCIDB (the only one so far).
+        #[arg(long, required = true)]
+        kcidb: bool,
+        /// The run folder (`results/<suite>/<timestamp>`).
+        run_dir: PathBuf,
+        /// Write the JSON here (replaced atomically) instead of printing it.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Open an interactive root shell in a VM of a running run (one started with
     /// --keep, or one whose steps still run), over its second serial port.
     Shell {

@@ -126,6 +126,7 @@ pub(super) async fn dispatch(cli: Cli) -> i32 {
             publish::replay(&bundle, results, junit.as_deref(), cache, fresh_boot, pin, budget.budget()).await
         }
         Command::Compare { run_a, run_b, budget } => publish::compare(&run_a, &run_b, &budget.budget()),
+        Command::Export { kcidb: _, run_dir, output } => publish::export_kcidb(&run_dir, output.as_deref()),
         Command::Plan { suite } => match load_or_exit(&suite, cli.images.as_deref()) {
             Ok((plan, _)) => {
                 outln!("{}", serde_json::to_string_pretty(&plan).expect("a plan serializes"));

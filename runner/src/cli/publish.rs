@@ -1,4 +1,4 @@
-//! `vmrepro bundle`, `vmrepro replay` and `vmrepro compare`: messages and exit codes
+//! `vmrepro bundle`, `vmrepro replay`, `vmrepro compare` and `vmrepro export`: messages and exit codes
 //! over [`crate::publish`].
 
 use std::path::{Path, PathBuf};
@@ -195,5 +195,33 @@ pub(super) fn compare(a: &Path, b: &Path, budget: &crate::publish::bundle::Budge
         exit::SUCCESS
     } else {
         exit::TEST_FAILURE
+    }
+}
+
+/// `vmrepro export --kcidb`: the JSON on stdout, or `kcidb: FILE` with `-o`. Exit 2
+/// (config error) when the run folder can't be read, 3 when the file can't be written.
+pub(super) fn export_kcidb(run_dir: &Path, output: Option<&Path>) -> i32 {
+    let k = match crate::publish::kcidb::export(run_dir) {
+        Ok(k) => k,
+        Err(e) => {
+            errln!("error: {e}");
+            return exit::CONFIG_ERROR;
+        }
+    };
+    match output {
+        None => {
+            outln!("{}", serde_json::to_string_pretty(&k).expect("KCIDB serializes"));
+            exit::SUCCESS
+        }
+        Some(p) => match crate::run::record::write_json(p, &k) {
+            Ok(()) => {
+                outln!("kcidb: {}", p.display());
+                exit::SUCCESS
+            }
+            Err(e) => {
+                errln!("error: {e}");
+                exit::INFRASTRUCTURE
+            }
+        },
     }
 }

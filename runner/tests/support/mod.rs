@@ -44,6 +44,25 @@ pub fn test_tmpdir() -> PathBuf {
     dir
 }
 
+/// The recorded run folders under `tests/fixtures/runs/` (see their README), sorted.
+pub fn recorded_runs() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs");
+    let mut dirs: Vec<PathBuf> =
+        std::fs::read_dir(&root).expect("fixtures/runs").flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    assert!(dirs.len() >= 2, "expected recorded runs in {}", root.display());
+    dirs
+}
+
+/// A private copy of a recorded run folder (analysis writes `results.json` and `nfs/`
+/// into it; a test may edit it).
+pub fn copy_run(fixture: &Path) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let status = Command::new("cp").arg("-r").arg(format!("{}/.", fixture.display())).arg(tmp.path()).status();
+    assert!(status.is_ok_and(|s| s.success()), "copying {}", fixture.display());
+    tmp
+}
+
 /// The project's root folder (canonical).
 pub fn repo_root() -> PathBuf {
     std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).expect("the repository root")

@@ -59,8 +59,10 @@ pub(super) fn who(v: &VmResult) -> String {
 }
 
 /// The report's first line: the largest regression (else improvement) in the kernel
-/// test robot's words, e.g. `nfs-udp-rto-carryover: nfs-read.elapsed_s +256.3%
-/// regression`, or `no change beyond noise`.
+/// test robot's words ("noticed a -34.6% regression of stress-ng.….ops_per_sec on"),
+/// the change of the metric's median, signed, e.g. `[vmrepro] nfs-udp-rto-carryover:
+/// +247.8% regression of nfs-read.elapsed_s on 6.1.176-vmrepro (mainline)`, or `no
+/// change beyond noise`.
 pub fn headline(suite: &str, measurements: &[MeasurementResult]) -> String {
     let mut best: Option<(Direction, f64, String)> = None;
     for m in measurements {
@@ -77,14 +79,14 @@ pub fn headline(suite: &str, measurements: &[MeasurementResult]) -> String {
                 Some((bd, bp, _)) => (rank(d), p.abs()) > (rank(*bd), bp.abs()),
             };
             if better {
-                best = Some((d, p, format!("{}.{}", m.name, m.metric)));
+                best = Some((d, p, format!("{}.{} on {}", m.name, m.metric, who(c))));
             }
         }
     }
     match best {
         Some((d, p, what)) => {
             let word = if d == Direction::Regression { "regression" } else { "improvement" };
-            format!("[vmrepro] {suite}: {what} {p:+.1}% {word}")
+            format!("[vmrepro] {suite}: {p:+.1}% {word} of {what}")
         }
         None => {
             let what = measurements.first().map(|m| format!(" in {}.{}", m.name, m.metric)).unwrap_or_default();
@@ -94,7 +96,7 @@ pub fn headline(suite: &str, measurements: &[MeasurementResult]) -> String {
 }
 
 /// The summary line of candidate `c` against `base` in measurement `m`.
-pub(super) fn summary_line(m: &MeasurementResult, base: &VmResult, c: &VmResult) -> String {
+pub fn summary_line(m: &MeasurementResult, base: &VmResult, c: &VmResult) -> String {
     let unit = m.unit.as_deref().unwrap_or(unit_of(&m.metric));
     let med = |v: &VmResult| v.metric.as_ref().map_or("-".into(), |s| comparison_table::fmt_value(s.median));
     let change = pct(base, c).map_or(String::new(), |p| format!(" ({p:+.1}%)"));
