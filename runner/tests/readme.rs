@@ -10,7 +10,8 @@
 //! - every `vmrepro` subcommand of `--help` is named in the README or the book, and
 //!   every `vmrepro` command in the README's code blocks names a real subcommand, real
 //!   options and real files;
-//! - every key any suite in `suites/` uses is in the suite reference, and every suite's
+//! - every key any suite in `suites/` uses is in a key table of the suite reference
+//!   (a failure names the file, the line and the key), and every suite's
 //!   header links its section of the findings;
 //! - the README's first suite passes `vmrepro check`.
 //!
@@ -26,6 +27,7 @@ use std::process::Command;
 
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use support::{repo_root, test_tmpdir, vmrepro_bin};
+use vmrepro::schema::locate::Locations;
 
 /// The README's line budget: a front page, not a notebook.
 const README_MAX_LINES: usize = 250;
@@ -56,7 +58,9 @@ struct Doc {
     links: Vec<(String, usize)>,
     /// Fenced code blocks: info string and content.
     code: Vec<(String, String)>,
-    /// The inline code of the first cell of every table row (the key column).
+    /// The inline code of the first cell of every row of a key table (a table whose
+    /// first column is headed `key`, e.g. `key (axis)`): the keys it documents. The
+    /// other tables (kernel command line parameters, mount options) name no keys.
     first_cells: Vec<String>,
 }
 
@@ -67,7 +71,7 @@ impl Doc {
         let line_of = |offset: usize| text[..offset].matches('\n').count() + 1;
         let mut heading: Option<(usize, String, usize)> = None;
         let mut block: Option<(String, String)> = None;
-        let (mut cell, mut in_row) = (0usize, false);
+        let (mut cell, mut in_row, mut in_head, mut key_table) = (0usize, false, false, false);
         let options = Options::ENABLE_TABLES | Options::ENABLE_FOOTNOTES | Options::ENABLE_STRIKETHROUGH;
         for (event, range) in Parser::new_ext(&text, options).into_offset_iter() {
             match event {
@@ -86,12 +90,16 @@ impl Doc {
                     block = Some((info, String::new()));
                 }
                 Event::End(TagEnd::CodeBlock) => doc.code.extend(block.take()),
-                Event::Start(Tag::TableRow) | Event::Start(Tag::TableHead) => (cell, in_row) = (0, true),
-                Event::End(TagEnd::TableRow) | Event::End(TagEnd::TableHead) => in_row = false,
+                Event::Start(Tag::Table(_)) => key_table = false,
+                Event::Start(Tag::TableHead) => (cell, in_head) = (0, true),
+                Event::End(TagEnd::TableHead) => in_head = false,
+                Event::Start(Tag::TableRow) => (cell, in_row) = (0, true),
+                Event::End(TagEnd::TableRow) => in_row = false,
                 Event::Start(Tag::TableCell) => cell += 1,
+                Event::Text(t) if in_head && cell == 1 => key_table = t.trim_start().starts_with("key"),
                 Event::Text(t) | Event::Code(t) if heading.is_some() => heading.as_mut().unwrap().1.push_str(&t),
                 Event::Text(t) if block.is_some() => block.as_mut().unwrap().1.push_str(&t),
-                Event::Code(t) if in_row && cell == 1 => doc.first_cells.push(t.to_string()),
+                Event::Code(t) if in_row && key_table && cell == 1 => doc.first_cells.push(t.to_string()),
                 _ => {}
             }
         }
@@ -437,44 +445,96 @@ fn is_documented(documented: &BTreeSet<String>, key: &str) -> bool {
     documented.contains(key) || documented.iter().any(|p| p.contains('<') && matches(p, key))
 }
 
-/// Every key path of a suite's YAML (`vms[].net.egress.seed`), in `out` with the
-/// suite's name. A variant axis's values are values of the key it varies, so their
-/// keys are checked as that key's (`variants: {kernel: [{debian: …}]}` →
-/// `vms[].kernel.debian`).
-fn key_paths(value: &serde_yaml::Value, path: &str, suite: &str, out: &mut BTreeSet<(String, String)>) {
-    match value {
-        serde_yaml::Value::Mapping(map) => {
-            for (k, v) in map {
-                let key = match k {
-                    serde_yaml::Value::String(s) => s.clone(),
-                    other => serde_yaml::to_string(other).unwrap().trim().to_string(),
-                };
-                let full = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-                out.insert((full.clone(), suite.to_string()));
-                if path == "vms[].variants" && !matches!(key.as_str(), "exclude" | "include") {
-                    let varied = format!("vms[].{key}");
-                    match v {
-                        serde_yaml::Value::Sequence(values) => {
-                            values.iter().for_each(|x| key_paths(x, &varied, suite, out))
-                        }
-                        serde_yaml::Value::Mapping(labels) => {
-                            for (label, x) in labels {
-                                let label = label.as_str().map_or_else(|| format!("{label:?}"), str::to_string);
-                                out.insert((format!("{full}.{label}"), suite.to_string()));
-                                key_paths(x, &varied, suite, out);
+/// One use of a key in a suite: the key path generalised as the reference writes it
+/// (`vms[].net.egress.seed`), the file, and the line of the key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct KeyUse {
+    key: String,
+    file: String,
+    line: usize,
+}
+
+/// Every key path of a suite's YAML text, generalised: list indexes become `[]`, and a
+/// variant axis's values are values of the key it varies, so their keys are checked as
+/// that key's (`variants: {kernel: [{debian: …}]}` → `vms[].kernel.debian`; the map
+/// form's labels are `vms[].variants.kernel.<label>`). Each use keeps the line of its
+/// key, found by the runner's own locator ([`Locations`]).
+fn key_uses(text: &str, file: &str) -> Vec<KeyUse> {
+    let value: serde_yaml::Value = serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let locations = Locations::analyse(text).locations;
+    let mut out = Vec::new();
+    let mut walk = Walk { file, locations: &locations, out: &mut out };
+    walk.value(&value, "", "");
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The state of [`key_uses`]'s walk.
+struct Walk<'a> {
+    file: &'a str,
+    locations: &'a Locations,
+    out: &'a mut Vec<KeyUse>,
+}
+
+impl Walk<'_> {
+    fn push(&mut self, general: &str, concrete: &str) {
+        let line = self.locations.key(concrete).map_or(0, |p| p.line);
+        self.out.push(KeyUse { key: general.to_string(), file: self.file.to_string(), line });
+    }
+
+    /// `general` is the generalised path of `value`, `concrete` its path with indexes
+    /// as [`Locations`] spells it (`vms[1].variants.env.LOAD`).
+    fn value(&mut self, value: &serde_yaml::Value, general: &str, concrete: &str) {
+        let join = |path: &str, key: &str| if path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
+        match value {
+            serde_yaml::Value::Mapping(map) => {
+                for (k, v) in map {
+                    let key = match k {
+                        serde_yaml::Value::String(s) => s.clone(),
+                        other => serde_yaml::to_string(other).unwrap().trim().to_string(),
+                    };
+                    let (full, at) = (join(general, &key), join(concrete, &key));
+                    self.push(&full, &at);
+                    if general == "vms[].variants" && !matches!(key.as_str(), "exclude" | "include") {
+                        let varied = format!("vms[].{key}");
+                        match v {
+                            serde_yaml::Value::Sequence(values) => {
+                                for (i, x) in values.iter().enumerate() {
+                                    self.value(x, &varied, &format!("{at}[{i}]"));
+                                }
                             }
+                            serde_yaml::Value::Mapping(labels) => {
+                                for (label, x) in labels {
+                                    let label = label.as_str().map_or_else(|| format!("{label:?}"), str::to_string);
+                                    self.push(&format!("{full}.{label}"), &format!("{at}.{label}"));
+                                    self.value(x, &varied, &format!("{at}.{label}"));
+                                }
+                            }
+                            _ => {}
                         }
-                        _ => {}
+                    } else {
+                        self.value(v, &full, &at);
                     }
-                } else {
-                    key_paths(v, &full, suite, out);
                 }
             }
+            serde_yaml::Value::Sequence(items) => {
+                for (i, x) in items.iter().enumerate() {
+                    self.value(x, &format!("{general}[]"), &format!("{concrete}[{i}]"));
+                }
+            }
+            serde_yaml::Value::Tagged(t) => self.value(&t.value, general, concrete),
+            _ => {}
         }
-        serde_yaml::Value::Sequence(items) => items.iter().for_each(|x| key_paths(x, &format!("{path}[]"), suite, out)),
-        serde_yaml::Value::Tagged(t) => key_paths(&t.value, path, suite, out),
-        _ => {}
     }
+}
+
+/// The uses of keys the reference does not document, one line each:
+/// `FILE:LINE: KEY`, in file and line order.
+fn undocumented(documented: &BTreeSet<String>, uses: &[KeyUse]) -> Vec<String> {
+    let mut missing: Vec<&KeyUse> = uses.iter().filter(|u| !is_documented(documented, &u.key)).collect();
+    missing.sort_by(|a, b| (&a.file, a.line, &a.key).cmp(&(&b.file, b.line, &b.key)));
+    missing.iter().map(|u| format!("{}:{}: {}", u.file, u.line, u.key)).collect()
 }
 
 fn suites(root: &Path) -> Vec<PathBuf> {
@@ -492,21 +552,68 @@ fn every_key_the_suites_use_is_in_the_suite_reference() {
     let root = repo_root();
     let documented = documented_keys(&root);
     assert!(documented.len() > 100, "only {} keys in the reference tables", documented.len());
-    let mut used = BTreeSet::new();
+    let mut uses = Vec::new();
     for suite in suites(&root) {
         let text = fs::read_to_string(&suite).unwrap();
-        let value: serde_yaml::Value =
-            serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", suite.display()));
-        key_paths(&value, "", suite.file_name().unwrap().to_str().unwrap(), &mut used);
+        let file = suite.strip_prefix(&root).unwrap().display().to_string();
+        uses.extend(key_uses(&text, &file));
     }
-    assert!(used.len() > 80, "only {} key uses found in suites/", used.len());
-    let mut missing: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (key, suite) in &used {
-        if !is_documented(&documented, key) {
-            missing.entry(key).or_default().push(suite);
-        }
+    assert!(uses.len() > 80, "only {} key uses found in suites/", uses.len());
+    let unplaced: Vec<&KeyUse> = uses.iter().filter(|u| u.line == 0).collect();
+    assert!(unplaced.is_empty(), "key uses without a line: {unplaced:?}");
+    let missing = undocumented(&documented, &uses);
+    assert!(
+        missing.is_empty(),
+        "keys used in suites/ but in no key column of {}:\n{}",
+        REFERENCE_PAGES.join(" or "),
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn only_key_tables_document_keys() {
+    let documented = documented_keys(&repo_root());
+    for key in ["nfs_read.client_mount_options.<vm>", "nfs_read.client_read_ahead_kb.<vm>", "vms[].variants.env.<NAME>"]
+    {
+        assert!(documented.contains(key), "{key} is in a key table of the suite reference");
     }
-    assert!(missing.is_empty(), "keys used in suites/ but not in {}: {missing:#?}", REFERENCE_PAGES.join(" or "));
+    // Rows of the kernel command line and mount option tables are not keys: their
+    // `<module>.<param>` would otherwise match any dotted key.
+    for other in ["<module>.<param>", "sysctl.<name>", "vers", "rsize"] {
+        assert!(!documented.contains(other), "{other} is not a suite key");
+    }
+}
+
+#[test]
+fn an_undocumented_key_is_reported_with_its_file_and_line() {
+    let documented: BTreeSet<String> = [
+        "name",
+        "vms",
+        "vms[].name",
+        "vms[].kernel",
+        "vms[].kernel.debian",
+        "vms[].variants",
+        "vms[].variants.kernel",
+        "vms[].variants.<axis>.<label>",
+        "vms[].variants.env.<NAME>",
+        "nfs_read",
+        "nfs_read.client_mount_options",
+        "nfs_read.client_mount_options.<vm>",
+    ]
+    .map(String::from)
+    .into();
+    let suite = "name: x\nvms:\n  - name: a\n    kernel: { debian: \"6.1\" }\n  - name: b\n    variants:\n      kernel: [{ debian: \"6.1\", flavor: amd64 }]\n      env.LOAD: { idle: \"0\" }\nnfs_read:\n  client_mount_options: { a: vers=3 }\n  client_read_ahead: { a: 0 }\n";
+    let uses = key_uses(suite, "suites/x.yaml");
+    assert!(uses.iter().any(|u| u.key == "vms[].kernel.debian" && u.line == 7), "{uses:#?}");
+    assert!(uses.iter().any(|u| u.key == "vms[].variants.env.LOAD.idle" && u.line == 8), "{uses:#?}");
+    assert_eq!(
+        undocumented(&documented, &uses),
+        [
+            "suites/x.yaml:7: vms[].kernel.flavor",
+            "suites/x.yaml:11: nfs_read.client_read_ahead",
+            "suites/x.yaml:11: nfs_read.client_read_ahead.a",
+        ]
+    );
 }
 
 #[test]
@@ -574,10 +681,8 @@ fn the_readmes_first_suite_passes_check_and_explains_every_key() {
     assert!(uncommented.is_empty(), "lines of the first suite without a comment: {uncommented:?}");
     let value: serde_yaml::Value = serde_yaml::from_str(suite).expect("the first suite is YAML");
     assert!(value.get("measure").is_some(), "the first suite is a measure: example");
-    let mut used = BTreeSet::new();
-    key_paths(&value, "", "README.md", &mut used);
     let documented = documented_keys(&root);
-    let missing: Vec<_> = used.iter().filter(|(k, _)| !is_documented(&documented, k)).collect();
+    let missing = undocumented(&documented, &key_uses(suite, "README.md's first suite"));
     assert!(missing.is_empty(), "keys of the first suite not in the suite reference: {missing:?}");
 
     let dir = tempfile::tempdir_in(test_tmpdir()).unwrap();

@@ -349,19 +349,35 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Every section a command fills (setup, stdout, stderr, the metric file and
+        /// records before and after) reads back byte for byte (as lossy UTF-8),
+        /// whatever the others print.
         #[test]
-        fn every_section_reads_back_as_printed(run in output(), before in output(), after in output()) {
+        fn every_section_reads_back_as_printed(
+            run in output(), err in output(), setup in output(), metric in output(), before in output(), after in output()
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let metric_path = dir.path().join("metric.out");
+            std::fs::write(&metric_path, &metric).unwrap();
             let records = [
                 Record { name: "before".into(), command: printf_of(&before), when: When::Before },
                 Record { name: "after".into(), command: printf_of(&after), when: When::After },
             ];
-            let commands = Commands { setup: Some("true".into()), run: printf_of(&run), teardown: Some("true".into()) };
-            let out = run_on_host(&iteration_script(&commands, &[], &records, None));
+            let commands = Commands {
+                setup: Some(printf_of(&setup)),
+                run: format!("{}; {} >&2", printf_of(&run), printf_of(&err)),
+                teardown: Some("true".into()),
+            };
+            let script = iteration_script(&commands, &[], &records, metric_path.to_str());
+            let out = run_on_host(&script);
             let s = Sections::split_bytes(&out);
             proptest::prop_assert_eq!(s.text(Section::Stdout), String::from_utf8_lossy(&run));
+            proptest::prop_assert_eq!(s.text(Section::Stderr), String::from_utf8_lossy(&err));
+            proptest::prop_assert_eq!(s.text(Section::Setup), String::from_utf8_lossy(&setup));
+            proptest::prop_assert_eq!(s.text(Section::MetricFile), String::from_utf8_lossy(&metric));
             proptest::prop_assert_eq!(s.text(Section::Record("before")), String::from_utf8_lossy(&before));
             proptest::prop_assert_eq!(s.text(Section::Record("after")), String::from_utf8_lossy(&after));
-            proptest::prop_assert_eq!(s.text(Section::Setup), "");
+            proptest::prop_assert_eq!(s.get(Section::SetupExit), None);
             proptest::prop_assert_eq!(s.get(Section::Teardown), Some(""));
             proptest::prop_assert!(s.get(Section::Uname).is_some_and(|u| !u.trim().is_empty()));
         }

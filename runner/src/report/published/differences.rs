@@ -43,6 +43,15 @@ pub struct PlanVm {
     /// Network conditions of its NIC.
     #[serde(default)]
     pub net: Option<VmNetSpec>,
+    /// Environment of its commands (`env:`, a variant axis `env.NAME` included).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Its `sysctl:` values.
+    #[serde(default)]
+    pub sysctl: BTreeMap<String, String>,
+    /// Files copied into it.
+    #[serde(default)]
+    pub files: Vec<PlanFile>,
     /// Its steps.
     #[serde(default)]
     pub steps: Vec<PlanStep>,
@@ -57,6 +66,15 @@ pub struct PlanStep {
     pub script: String,
     /// Its kind (`user`, `scenario`, `measure`, …).
     pub kind: String,
+}
+
+/// What the report needs of a file copied into a VM (`files:` in `plan.json`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct PlanFile {
+    /// Where it goes in the guest.
+    pub dest: String,
+    /// Its SHA-256 (hex) when the suite was compiled.
+    pub sha256: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -107,6 +125,52 @@ pub fn net_words(net: &VmNetSpec) -> String {
     parts.join("; ")
 }
 
+/// What differs between the guest settings of `x` (the baseline) and `y` that a suite
+/// writes per VM: environment variables (`env:`, e.g. a variant axis `env.LOAD`),
+/// `sysctl:` values and copied files, one phrase each, in key order.
+fn settings_differences(x: &PlanVm, y: &PlanVm) -> Vec<String> {
+    let (base, cand) = (x.name.as_str(), y.name.as_str());
+    let mut d = Vec::new();
+    let mut maps = |what: &str, unset: &str, p: &BTreeMap<String, String>, q: &BTreeMap<String, String>| {
+        for key in p.keys().chain(q.keys()).collect::<BTreeSet<_>>() {
+            let (a, b) = (p.get(key), q.get(key));
+            if a != b {
+                let shown = |v: Option<&String>| v.map_or_else(|| unset.to_string(), |v| format!("{v:?}"));
+                d.push(format!("{what} {key}: {base} {}, {cand} {}", shown(a), shown(b)));
+            }
+        }
+    };
+    maps("environment variable", "unset", &x.env, &y.env);
+    maps("sysctl", "the kernel's default", &x.sysctl, &y.sysctl);
+    let files = |v: &PlanVm| -> BTreeMap<String, String> {
+        v.files.iter().map(|f| (f.dest.clone(), f.sha256.clone())).collect()
+    };
+    d.extend(presence_differences((base, cand), &files(x), &files(y), |dest, on| match on {
+        Some(vm) => format!("file {dest} is copied into {vm} only"),
+        None => format!("file {dest} has other contents on {base} and {cand}"),
+    }));
+    d
+}
+
+/// Keyed things (files by destination, steps by name) that one of `bx` (of VM `base`)
+/// and `cy` (of VM `cand`) has and the other lacks, or that differ: `words(key,
+/// Some(vm))` for a key only `vm` has, `words(key, None)` for one both have, differently.
+fn presence_differences(
+    (base, cand): (&str, &str),
+    bx: &BTreeMap<String, String>,
+    cy: &BTreeMap<String, String>,
+    words: impl Fn(&str, Option<&str>) -> String,
+) -> Vec<String> {
+    (bx.keys().chain(cy.keys()).collect::<BTreeSet<_>>().into_iter())
+        .filter_map(|k| match (bx.get(k), cy.get(k)) {
+            (Some(p), Some(q)) if p != q => Some(words(k, None)),
+            (Some(_), None) => Some(words(k, Some(base))),
+            (None, Some(_)) => Some(words(k, Some(cand))),
+            _ => None,
+        })
+        .collect()
+}
+
 /// What differs between VMs `a` (the baseline) and `b` besides the kernel.
 pub fn environment_differences(a: &Analysis, vms: &[PlanVm], base: &str, cand: &str) -> Vec<String> {
     let (Some(x), Some(y)) = (vm_of(vms, base), vm_of(vms, cand)) else {
@@ -127,6 +191,7 @@ pub fn environment_differences(a: &Analysis, vms: &[PlanVm], base: &str, cand: &
     ));
     let words = |n: &Option<VmNetSpec>| n.as_ref().map(net_words).unwrap_or_else(|| "kernel defaults".into());
     d.extend(diff("network conditions of its NIC", words(&x.net), words(&y.net)));
+    d.extend(settings_differences(x, y));
     for other in vms {
         let Some(e) = other.net.as_ref().and_then(|n| n.egress.as_ref()) else { continue };
         if e.to.is_empty() || other.name == base || other.name == cand {
@@ -149,14 +214,59 @@ pub fn environment_differences(a: &Analysis, vms: &[PlanVm], base: &str, cand: &
             .map(|s| (s.name.clone(), s.script.clone()))
             .collect()
     };
-    let (sx, sy) = (setup(x), setup(y));
-    for name in sx.keys().chain(sy.keys()).collect::<BTreeSet<_>>() {
-        match (sx.get(name), sy.get(name)) {
-            (Some(p), Some(q)) if p != q => d.push(format!("step {name} runs a different script on {base} and {cand}")),
-            (Some(_), None) => d.push(format!("step {name} runs on {base} only")),
-            (None, Some(_)) => d.push(format!("step {name} runs on {cand} only")),
-            _ => {}
-        }
-    }
+    d.extend(presence_differences((base, cand), &setup(x), &setup(y), |name, on| match on {
+        Some(vm) => format!("step {name} runs on {vm} only"),
+        None => format!("step {name} runs a different script on {base} and {cand}"),
+    }));
     d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A VM of `plan.json` as the compiler writes it, with `extra` fields merged in.
+    fn vm(name: &str, extra: serde_json::Value) -> PlanVm {
+        let mut v = serde_json::json!({
+            "name": name, "kernel": "debian:6.1", "rootfs": "bookworm-nfs",
+            "memory_mib": 384, "cpus": 1, "accel": "auto", "steps": []
+        });
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_variant_axis_on_env_sysctl_or_files_is_named_as_a_difference() {
+        let idle = vm(
+            "client-idle",
+            serde_json::json!({"env": {"LOAD": "0"}, "sysctl": {"vm.dirty_ratio": "20"},
+                "files": [{"dest": "/usr/local/bin/a", "sha256": "00", "mode": "0755"}]}),
+        );
+        let busy = vm(
+            "client-busy",
+            serde_json::json!({"env": {"LOAD": "2", "EXTRA": "x"},
+                "files": [{"dest": "/usr/local/bin/a", "sha256": "11", "mode": "0755"},
+                          {"dest": "/etc/b", "sha256": "22", "mode": "0644"}]}),
+        );
+        assert_eq!(
+            settings_differences(&idle, &busy),
+            [
+                "environment variable EXTRA: client-idle unset, client-busy \"x\"",
+                "environment variable LOAD: client-idle \"0\", client-busy \"2\"",
+                "sysctl vm.dirty_ratio: client-idle \"20\", client-busy the kernel's default",
+                "file /etc/b is copied into client-busy only",
+                "file /usr/local/bin/a has other contents on client-idle and client-busy",
+            ]
+        );
+    }
+
+    #[test]
+    fn vms_with_the_same_settings_differ_in_nothing() {
+        let settings = serde_json::json!({"env": {"LOAD": "0"}, "sysctl": {"vm.dirty_ratio": "20"}});
+        assert_eq!(settings_differences(&vm("a", settings.clone()), &vm("b", settings)), Vec::<String>::new());
+        assert_eq!(
+            settings_differences(&vm("a", serde_json::json!({})), &vm("b", serde_json::json!({}))),
+            Vec::<String>::new()
+        );
+    }
 }

@@ -339,8 +339,8 @@ fn differences_section(a: &Analysis, _env: Option<&Environment>, vms: &[PlanVm])
                     format!("{} vs {}: they differ only in their kernel.", c.vm, baseline)
                 });
             } else {
-                let k = if same_kernel { "" } else { "the kernel, and " };
-                items.push(format!("{} vs {}: they differ in {k}these: {}.", c.vm, baseline, d.join("; ")));
+                let k = if same_kernel { "same kernel; they differ in" } else { "they differ in the kernel, and in" };
+                items.push(format!("{} vs {}: {k} these: {}.", c.vm, baseline, d.join("; ")));
             }
         }
     }

@@ -6,15 +6,17 @@ use crate::infra::images::{Catalog, DEFAULT_ROOTFS};
 use crate::plan::DEFAULT_MEMORY_MIB;
 use crate::schema::nfs_read::NfsReadSpec;
 use crate::schema::text::{non_ascii_hint, shown};
-use crate::schema::SuiteSpec;
+use crate::schema::{SuiteFile, SuiteSpec};
 use crate::suite::validate::{self, guest, limits, range, ValidationError};
 
-/// Checks the `nfs_read:` block `n` of suite `s`, one key after another.
-pub fn check(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, catalog: &Catalog) {
+/// Checks the `nfs_read:` block `n` of suite `file`, one key after another.
+pub fn check(errs: &mut Vec<ValidationError>, file: &SuiteFile, n: &NfsReadSpec, catalog: &Catalog) {
+    let s = &file.spec;
     check_server(errs, s, n, catalog);
     check_file(errs, n);
     file_size(errs, s, n, catalog);
     check_clients(errs, s, n);
+    check_source_kernel_versions(errs, file, n, catalog);
     check_read_ahead(errs, n);
     if let Some(w) = n.warmup {
         range(errs, "nfs_read.warmup", w, &limits::WARMUP, " reads");
@@ -124,13 +126,7 @@ fn check_clients(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec
     // their `mount -o proto=udp` exits 32. A source-built kernel can mount UDP.
     for c in &n.clients {
         let Some(vm) = s.vms.iter().find(|v| &v.name == c) else { continue };
-        let (key, options) = match n.client_mount_options.get(c) {
-            Some(o) => (format!("nfs_read.client_mount_options.{c}"), o),
-            None => match &n.mount_options {
-                Some(o) => ("nfs_read.mount_options".to_string(), o),
-                None => continue,
-            },
-        };
+        let Some((key, options)) = client_mount(n, c) else { continue };
         if vm.kernel.debian.is_some() && asks(options).1.as_deref() == Some("udp") {
             errs.push(ValidationError::Rule {
                 key,
@@ -150,6 +146,79 @@ fn check_clients(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec
             });
         }
     }
+}
+
+/// Client `c`'s mount options and the key they come from: its
+/// `client_mount_options.<c>`, else `mount_options`; `None` when neither is given.
+fn client_mount<'a>(n: &'a NfsReadSpec, c: &str) -> Option<(String, &'a String)> {
+    match n.client_mount_options.get(c) {
+        Some(o) => Some((format!("nfs_read.client_mount_options.{c}"), o)),
+        None => n.mount_options.as_ref().map(|o| ("nfs_read.mount_options".to_string(), o)),
+    }
+}
+
+/// The NFS client versions that need a config option of their own, and that option:
+/// `NFS_V4_1` and `NFS_V4_2` are off unless set (no default in 6.1's `fs/nfs/Kconfig`,
+/// neither in `x86_64_defconfig` nor `kvm_guest.config`); the others count as offered
+/// unless a fragment turns them off.
+const VERSION_OPTIONS: &[(&str, &str, bool)] = &[
+    ("2", "NFS_V2", true),
+    ("3", "NFS_V3", true),
+    ("4", "NFS_V4", true),
+    ("4.0", "NFS_V4", true),
+    ("4.1", "NFS_V4_1", false),
+    ("4.2", "NFS_V4_2", false),
+];
+
+/// A client with a source-built kernel must offer the NFS version its mount asks for:
+/// a `vers=4.2` mount on a kernel whose fragments leave `CONFIG_NFS_V4_2` out fails
+/// with exit 32 in every iteration. The fragments' last word on an option wins, as in
+/// the kernel's `merge_config.sh`. A fragment that can't be read is skipped here (the
+/// kernel's own check reports it); reads go through the confined layer, bounded.
+fn check_source_kernel_versions(errs: &mut Vec<ValidationError>, file: &SuiteFile, n: &NfsReadSpec, catalog: &Catalog) {
+    for c in &n.clients {
+        let Some(vm) = file.spec.vms.iter().find(|v| &v.name == c) else { continue };
+        let Some(source) = &vm.kernel.source else { continue };
+        let Some((key, options)) = client_mount(n, c) else { continue };
+        let Some(vers) = asks(options).0 else { continue };
+        let Some(&(_, option, default)) = VERSION_OPTIONS.iter().find(|(v, _, _)| *v == vers) else { continue };
+        let mut set = default;
+        let mut said_by = None;
+        for fragment in &source.fragments {
+            let Ok((folder, rel)) = super::kernel::confined_file(file, &catalog.dir, fragment) else { continue };
+            let Ok(bytes) = folder.read(&rel, super::kernel::MAX_FRAGMENT_BYTES) else { continue };
+            if let Some(on) = String::from_utf8_lossy(&bytes).lines().rev().find_map(|l| option_state(l, option)) {
+                set = on;
+                said_by = Some(fragment);
+            }
+        }
+        if !set {
+            let why = match said_by {
+                Some(f) => format!("{} turns CONFIG_{option} off", f.display()),
+                None => format!("no fragment sets CONFIG_{option}=y, and it is off unless set"),
+            };
+            errs.push(ValidationError::Rule {
+                key,
+                message: format!(
+                    "mount options {options:?} ask for NFS version {vers} on client {c}, whose source-built kernel lacks it: {why}; add CONFIG_{option}=y to a fragment{} or mount with a version it has (suite reference: NFS versions each kernel offers)",
+                    if option == "NFS_V4_2" { " (with CONFIG_NFS_V4_1=y)" } else { "" }
+                ),
+            });
+        }
+    }
+}
+
+/// What config fragment line `line` says of `CONFIG_<option>`: `Some(true)` for `=y` or
+/// `=m`, `Some(false)` for `=n` or `# CONFIG_<option> is not set`, `None` when it is
+/// about another option.
+fn option_state(line: &str, option: &str) -> Option<bool> {
+    let line = line.trim();
+    let name = format!("CONFIG_{option}");
+    if let Some(rest) = line.strip_prefix("# ").and_then(|r| r.strip_prefix(name.as_str())) {
+        return (rest.trim() == "is not set").then_some(false);
+    }
+    let value = line.strip_prefix(name.as_str())?.strip_prefix('=')?;
+    Some(matches!(value.trim(), "y" | "m"))
 }
 
 /// `read_ahead_kb` and `client_read_ahead_kb`: whole pages, for clients.
@@ -402,5 +471,22 @@ fn file_size(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec, ca
             value: format!("block_size {} × count {} = {size} bytes", f.block_size, f.count),
             range: format!("1 to {max} bytes, {why}"),
         });
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::option_state;
+
+    #[test]
+    fn a_fragment_line_says_on_off_or_nothing_of_an_option() {
+        assert_eq!(option_state("CONFIG_NFS_V4_2=y", "NFS_V4_2"), Some(true));
+        assert_eq!(option_state("CONFIG_NFS_V4=m", "NFS_V4"), Some(true));
+        assert_eq!(option_state("CONFIG_NFS_V3=n", "NFS_V3"), Some(false));
+        assert_eq!(option_state("# CONFIG_NFS_V3 is not set", "NFS_V3"), Some(false));
+        // Another option whose name starts with this one's, and comments, say nothing.
+        assert_eq!(option_state("CONFIG_NFS_V4_1=y", "NFS_V4"), None);
+        assert_eq!(option_state("# CONFIG_NFS_V4_1 is not set", "NFS_V4"), None);
+        assert_eq!(option_state("# NFSv4.2 below", "NFS_V4_2"), None);
     }
 }

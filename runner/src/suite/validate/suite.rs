@@ -32,7 +32,7 @@ pub fn check(file: &SuiteFile, catalog: &Catalog) -> Vec<ValidationError> {
     check_defaults(&mut errs, catalog, s);
     check_vms(&mut errs, file, catalog);
     if let Some(n) = &s.nfs_read {
-        nfs_read::check(&mut errs, s, n, catalog);
+        nfs_read::check(&mut errs, file, n, catalog);
     }
     measure::check(&mut errs, s);
     if let Some(v) = &s.verdict {
