@@ -391,6 +391,24 @@ fn replay_says_plainly_when_a_pinned_package_left_the_archive() {
     assert!(text.contains("404") && text.contains("--with-images"), "{text}");
 }
 
+/// Sends `sig` to `child`, waits (at most 30 s) for it to end, checks it exited as
+/// interrupted; its stderr.
+fn signal_and_wait(child: &mut std::process::Child, sig: nix::sys::signal::Signal) -> String {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed().as_secs() < 30, "the command did not end on {sig}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(vmrepro::exit::INTERRUPTED), "{sig}: {err}");
+    err
+}
+
 /// SIGINT or SIGTERM while `vmrepro replay` unpacks and checks a bundle (here: blocked
 /// fetching a pinned package from an archive that accepts and never answers) removes
 /// the replay's private temp folder, and the exit code says "interrupted".
@@ -432,19 +450,59 @@ fn replay_removes_its_temp_folder_on_a_signal() {
         };
         let before = names(&tmpdir);
         assert!(before.iter().any(|n| n.starts_with("vmrepro-replay-")), "no temp folder while blocked: {before:?}");
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
-        let start = std::time::Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(start.elapsed().as_secs() < 30, "replay did not end on {sig}");
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        };
-        let mut err = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-        assert_eq!(status.code(), Some(vmrepro::exit::INTERRUPTED), "{sig}: {err}");
+        let err = signal_and_wait(&mut child, sig);
         assert!(err.contains("temp folder") && err.contains("is removed"), "{err}");
         assert_eq!(names(&tmpdir), Vec::<String>::new(), "{sig} left the temp folder");
+    }
+}
+
+/// SIGINT or SIGTERM while `vmrepro compare` unpacks a bundle (here: one of 60 000
+/// small entries, which takes seconds) removes its private temp folders, as `replay`
+/// does, and the exit code says "interrupted".
+#[test]
+fn compare_removes_its_temp_folders_on_a_signal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("many.tar.gz");
+    let mut b = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    for i in 0..60_000 {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_mode(0o644);
+        h.set_size(1);
+        b.append_data(&mut h, format!("b/d{}/f{i}", i % 100), &b"x"[..]).unwrap();
+    }
+    std::fs::write(&out, b.into_inner().unwrap().finish().unwrap()).unwrap();
+    let names = |d: &Path| -> Vec<String> {
+        std::fs::read_dir(d).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()
+    };
+    for sig in [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGTERM] {
+        let tmpdir = tmp.path().join(format!("tmpdir-{sig}"));
+        std::fs::create_dir(&tmpdir).unwrap();
+        let bundle = out.display().to_string();
+        let mut child = std::process::Command::new(support::vmrepro_bin())
+            .args(["compare", &bundle, &bundle, "--max-entries", "100000"])
+            .env("TMPDIR", &tmpdir)
+            .env("VMREPRO_CACHE_DIR", tmp.path().join(format!("cache-{sig}")))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait until the first bundle is being unpacked: its top folder has files.
+        let start = std::time::Instant::now();
+        loop {
+            let unpacking =
+                names(&tmpdir).iter().any(|n| n.starts_with("vmrepro-compare-") && tmpdir.join(n).join("b").is_dir());
+            if unpacking {
+                break;
+            }
+            if let Some(s) = child.try_wait().unwrap() {
+                panic!("compare ended ({s}) before it was seen unpacking");
+            }
+            assert!(start.elapsed().as_secs() < 60, "compare never started unpacking");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let err = signal_and_wait(&mut child, sig);
+        assert!(err.contains("temp folders") && err.contains("are removed"), "{err}");
+        assert_eq!(names(&tmpdir), Vec::<String>::new(), "{sig} left a temp folder");
     }
 }

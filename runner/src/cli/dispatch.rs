@@ -123,7 +123,7 @@ pub(super) async fn dispatch(cli: Cli) -> i32 {
         Command::Replay { bundle, results, junit, fresh_boot, pin, budget } => {
             publish::replay(&bundle, results, junit.as_deref(), cache, fresh_boot, pin, budget.budget()).await
         }
-        Command::Compare { run_a, run_b, budget } => publish::compare(&run_a, &run_b, &budget.budget()),
+        Command::Compare { run_a, run_b, budget } => publish::compare(&run_a, &run_b, &budget.budget()).await,
         Command::Plan { suite } => match load_or_exit(&suite, cli.images.as_deref()) {
             Ok((plan, _)) => {
                 outln!("{}", serde_json::to_string_pretty(&plan).expect("a plan serializes"));
