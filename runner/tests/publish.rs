@@ -203,6 +203,20 @@ fn junit_has_one_case_per_step_and_per_verdict() {
 /// A run folder as it would be on a publisher's machine: the fixture with its
 /// placeholders turned back into host paths under `HOME`, and the host and user names
 /// written where tools print them.
+/// Points run folder `dir`'s `environment.json` at the project `root` (its suite
+/// nfs-aa-same-kernel, with its SHA-256, and its images folder) and the cache `cache`.
+fn set_project(dir: &Path, root: &Path, cache: &str) {
+    let mut env: Environment =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(ENVIRONMENT_FILE)).unwrap()).unwrap();
+    let suite = root.join("suites/nfs-aa-same-kernel.yaml");
+    env.suite.path = suite.display().to_string();
+    env.suite.project_root = root.display().to_string();
+    env.suite.sha256 = file_sha256(&suite).unwrap();
+    env.images_dir = root.join("images").display().to_string();
+    env.cache_root = cache.to_string();
+    std::fs::write(dir.join(ENVIRONMENT_FILE), serde_json::to_string_pretty(&env).unwrap()).unwrap();
+}
+
 fn private_run(tmp: &Path) -> (PathBuf, Cache) {
     let root = support::repo_root();
     let dir = run_copy(tmp);
@@ -229,15 +243,7 @@ fn private_run(tmp: &Path) -> (PathBuf, Cache) {
         format!("qemu-system-x86_64: warning: {HOST}: cannot open {HOME}/.config/qemu.conf for {USER}\n"),
     )
     .unwrap();
-    let mut env: Environment =
-        serde_json::from_str(&std::fs::read_to_string(dir.join(ENVIRONMENT_FILE)).unwrap()).unwrap();
-    let suite = root.join("suites/nfs-aa-same-kernel.yaml");
-    env.suite.path = suite.display().to_string();
-    env.suite.project_root = root.display().to_string();
-    env.suite.sha256 = file_sha256(&suite).unwrap();
-    env.images_dir = root.join("images").display().to_string();
-    env.cache_root = cache.clone();
-    std::fs::write(dir.join(ENVIRONMENT_FILE), serde_json::to_string_pretty(&env).unwrap()).unwrap();
+    set_project(&dir, &root, &cache);
     // The reports are made again from these files.
     let _ = std::fs::remove_file(dir.join("report.md"));
     let _ = std::fs::remove_file(dir.join("report.html"));
@@ -504,5 +510,42 @@ fn compare_removes_its_temp_folders_on_a_signal() {
         let err = signal_and_wait(&mut child, sig);
         assert!(err.contains("temp folders") && err.contains("are removed"), "{err}");
         assert_eq!(names(&tmpdir), Vec::<String>::new(), "{sig} left a temp folder");
+    }
+}
+
+/// A project file the bundle carries (here: a rootfs overlay file) that is a hard link
+/// to a file outside, or a symbolic link, is refused by `bundle` naming it; the
+/// outside file's text is in no message and no bundle is written.
+#[test]
+fn bundle_refuses_a_project_file_that_is_a_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, cache) = private_run(tmp.path());
+    let outside = tmp.path().join("outside-secret");
+    std::fs::write(&outside, "CANARY-SECRET-bundle\n").unwrap();
+    let project = tmp.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    for sub in ["suites", "images"] {
+        let st = std::process::Command::new("cp")
+            .args(["-a", &support::repo_root().join(sub).display().to_string(), &project.display().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "copying {sub}");
+    }
+    let overlay = project.join("images/rootfs/bookworm-nfs/overlay/etc/inittab");
+    set_project(&dir, &project, &cache.root().display().to_string());
+    type Plant = fn(&Path, &Path);
+    let plants: [(&str, Plant); 2] = [
+        ("hard link", |o, f| std::fs::hard_link(o, f).unwrap()),
+        ("symbolic link", |o, f| std::os::unix::fs::symlink(o, f).unwrap()),
+    ];
+    for (word, plant) in plants {
+        std::fs::remove_file(&overlay).unwrap();
+        plant(&outside, &overlay);
+        let out = tmp.path().join("b.tar.gz");
+        let opts = BundleOptions { with_images: false, cache: cache.clone(), identity: identity(), images: None };
+        let e = bundle(&dir, &out, &opts).expect_err(word).to_string();
+        assert!(e.contains(word) && e.contains("inittab"), "{word}: {e}");
+        assert!(!e.contains("CANARY"), "{e}");
+        assert!(!out.exists(), "{word}: a bundle was written");
     }
 }
