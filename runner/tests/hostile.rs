@@ -537,6 +537,9 @@ fn long_name_and_pax_headers_are_checked_as_the_name_they_give() {
         ("pax-global-path", vec![top.clone(), (b"g".to_vec(), G, pax(&[("path", &escape)]), None), file("b/x")]),
         ("pax-and-longname", vec![top.clone(), px(&[("path", "b/x")]), long("b/y"), file("b/short")]),
         ("folder-with-data", vec![top.clone(), (b"b/d".to_vec(), D, vec![b'z'; 100], None)]),
+        ("longname-newline", vec![top.clone(), long("b/x\nerror: all checks passed"), file("b/short")]),
+        ("pax-path-escape-character", vec![top.clone(), px(&[("path", "b/\u{1b}[2Jx")]), file("b/short")]),
+        ("file-named-as-folder", vec![top.clone(), file("b/x/")]),
         // Within the limits, the names the headers give are used: this one unpacks and
         // is refused later, for its missing run (not for its headers).
         (

@@ -285,7 +285,8 @@ impl LongNames {
 /// Unpacks `bundle` into the empty folder `into` within `budget` and checks every
 /// file against its `MANIFEST` ([`verify`]). Only regular files and folders under one
 /// top folder are unpacked; every other entry is refused by name, never dropped: an
-/// absolute path, a `..` component, a `~`-prefixed component, a path deeper or
+/// absolute path, a `..` component, a `~`-prefixed component, a control character,
+/// a file whose name ends in `/`, a path deeper or
 /// longer than the budget allows, a symbolic or hard link, a device or pipe, a
 /// second copy of a path, an entry outside the top folder. Every file is written
 /// through [`Folder`] (no link followed).
@@ -355,6 +356,12 @@ pub fn extract_with(bundle: &Path, into: &Path, budget: &Budget) -> Result<Extra
         if name.is_empty() || name.split('/').any(|c| c.is_empty() || c == ".") {
             return Err(bad(format!("entry {} is not a plain path", shown(&raw))));
         }
+        if name.chars().any(char::is_control) {
+            return Err(bad(format!(
+                "entry {} has a control character (a newline, tab, escape…) in its path; a bundle's paths are plain text",
+                shown(&raw)
+            )));
+        }
         if name.split('/').any(|c| c.starts_with('~')) {
             return Err(bad(format!(
                 "entry {} has a component starting with `~`; a bundle's paths are never home folders",
@@ -374,6 +381,9 @@ pub fn extract_with(bundle: &Path, into: &Path, budget: &Budget) -> Result<Extra
                 )));
             }
         };
+        if raw.ends_with('/') && !is_dir {
+            return Err(bad(format!("entry {} is a file named as a folder (ending in `/`)", shown(&raw))));
+        }
         let first = name.split('/').next().unwrap_or_default().to_string();
         match &top {
             None => top = Some(first),
