@@ -114,6 +114,14 @@ fn hostile_run_folders_are_refused_and_nothing_outside_is_read_or_written() {
     type Edit<'a> = Box<dyn Fn(&Path) + 'a>;
     let refused: Vec<(&str, Edit)> = vec![
         (
+            "suite-name-control-characters",
+            Box::new(|d: &Path| edit_run_json(d, |v| v["suite"] = "x\u{1b}[2J\nerror: all checks passed".into())),
+        ),
+        (
+            "step-name-newline",
+            Box::new(|d: &Path| edit_run_json(d, |v| v["vms"][0]["steps"][0]["name"] = "a\nPASSED".into())),
+        ),
+        (
             "step-output-outside",
             Box::new(|d: &Path| {
                 edit_run_json(d, |v| v["vms"][0]["steps"][0]["stdout"] = "../../../canary/secret".into())
