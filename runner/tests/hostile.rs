@@ -86,7 +86,7 @@ impl World {
         let out = Command::new(vmrepro_bin())
             .args(args)
             .current_dir(self.tmp.path())
-            .env("VMREPRO_CACHE", self.tmp.path().join("cache"))
+            .env("VMREPRO_CACHE_DIR", self.tmp.path().join("cache"))
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr).replace(&self.tmp.path().display().to_string(), "[TMP]");
@@ -113,6 +113,14 @@ fn hostile_run_folders_are_refused_and_nothing_outside_is_read_or_written() {
     // Refused by analyse, report and compare, each kind by name.
     type Edit<'a> = Box<dyn Fn(&Path) + 'a>;
     let refused: Vec<(&str, Edit)> = vec![
+        (
+            "suite-name-control-characters",
+            Box::new(|d: &Path| edit_run_json(d, |v| v["suite"] = "x\u{1b}[2J\nerror: all checks passed".into())),
+        ),
+        (
+            "step-name-newline",
+            Box::new(|d: &Path| edit_run_json(d, |v| v["vms"][0]["steps"][0]["name"] = "a\nPASSED".into())),
+        ),
         (
             "step-output-outside",
             Box::new(|d: &Path| {
@@ -468,6 +476,119 @@ fn hostile_bundles_are_refused_naming_the_entry_and_nothing_outside_is_touched()
     assert!(!w.tmp.path().join("replayed").exists(), "a refused bundle started a run");
     assert_eq!(fingerprint(&w.canary), before, "the canary folder changed");
     insta::assert_yaml_snapshot!("bad_bundles", seen);
+}
+
+/// One raw tar entry: a GNU header with `name` written as is (no checks), `kind`,
+/// `data` (padded to 512 bytes) and a size field of `announced` (else the data's).
+fn raw_entry(out: &mut Vec<u8>, name: &[u8], kind: tar::EntryType, data: &[u8], announced: Option<u64>) {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(kind);
+    h.set_mode(0o644);
+    h.set_size(announced.unwrap_or(data.len() as u64));
+    h.as_old_mut().name[..name.len()].copy_from_slice(name);
+    h.set_cksum();
+    out.extend_from_slice(h.as_bytes());
+    out.extend_from_slice(data);
+    out.resize(out.len().div_ceil(512) * 512, 0);
+}
+
+/// A PAX extended header's records (`"LEN key=value\n"`, LEN counting itself).
+fn pax(records: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (k, v) in records {
+        let body = format!(" {k}={v}\n");
+        let mut len = body.len() + 1;
+        while format!("{len}").len() + body.len() != len {
+            len += 1;
+        }
+        out.extend_from_slice(format!("{len}{body}").as_bytes());
+    }
+    out
+}
+
+/// GNU long names (`L`, `K`) and PAX headers (`x`, `g`): every check on a path
+/// applies to the name after the header is applied, the header itself is read
+/// within a cap (never whole), and what would make a link, a sparse file or a size
+/// other tar readers disagree on is refused by name.
+#[test]
+fn long_name_and_pax_headers_are_checked_as_the_name_they_give() {
+    use tar::EntryType::{Directory as D, GNULongLink as K, GNULongName as LN, Regular as F, Symlink as S};
+    use tar::EntryType::{XGlobalHeader as G, XHeader as X};
+    let w = World::new();
+    let before = fingerprint(&w.canary);
+    let escape = format!("{}/escaped", w.canary.display());
+    let secret = w.canary.join("secret").display().to_string();
+    let deep = format!("b/{}x", "dd/".repeat(40));
+    let info = bundle_info("project/suites/s.yaml");
+    let man = manifest(&[("BUNDLE.json", &info)]);
+    let at = "././@LongLink".as_bytes();
+    type R<'a> = (Vec<u8>, tar::EntryType, Vec<u8>, Option<u64>);
+    let top: R = (b"b".to_vec(), D, vec![], None);
+    let file = |n: &str| -> R { (n.as_bytes().to_vec(), F, b"x".to_vec(), None) };
+    let long = |n: &str| -> R { (at.to_vec(), LN, format!("{n}\0").into_bytes(), None) };
+    let px = |r: &[(&str, &str)]| -> R { (b"b/PaxHeaders/x".to_vec(), X, pax(r), None) };
+    let kinds: Vec<(&str, Vec<R>)> = vec![
+        ("longname-dot-dot", vec![top.clone(), long("b/../../canary/escaped"), file("b/short")]),
+        ("longname-absolute", vec![top.clone(), long(&escape), file("b/short")]),
+        ("longname-deep", vec![top.clone(), long(&deep), file("b/short")]),
+        ("longname-home", vec![top.clone(), long("b/~root/x"), file("b/short")]),
+        ("longname-outside-top", vec![top.clone(), long("c/x"), file("b/short")]),
+        ("longname-on-a-symlink", vec![top.clone(), long("b/x"), (b"b/y".to_vec(), S, vec![], None)]),
+        ("longname-huge", vec![top.clone(), (at.to_vec(), LN, vec![b'a'; 600], Some(1 << 30))]),
+        ("longname-twice", vec![top.clone(), long("b/x"), long("b/y"), file("b/short")]),
+        ("longname-dangling", vec![top.clone(), long("b/x")]),
+        ("longlink", vec![top.clone(), (at.to_vec(), K, format!("{secret}\0").into_bytes(), None), file("b/x")]),
+        ("pax-path-dot-dot", vec![top.clone(), px(&[("path", "b/../../canary/escaped")]), file("b/short")]),
+        ("pax-path-absolute", vec![top.clone(), px(&[("path", &escape)]), file("b/short")]),
+        ("pax-path-deep", vec![top.clone(), px(&[("path", &deep)]), file("b/short")]),
+        ("pax-linkpath", vec![top.clone(), px(&[("linkpath", &secret)]), file("b/x")]),
+        ("pax-size", vec![top.clone(), px(&[("size", "999999999")]), file("b/x")]),
+        ("pax-sparse", vec![top.clone(), px(&[("GNU.sparse.major", "1"), ("GNU.sparse.minor", "0")]), file("b/x")]),
+        ("pax-huge", vec![top.clone(), (b"b/PaxHeaders/x".to_vec(), X, vec![b'9'; 600], Some(1 << 30))]),
+        ("pax-malformed", vec![top.clone(), (b"b/PaxHeaders/x".to_vec(), X, b"garbage\n".to_vec(), None), file("b/x")]),
+        ("pax-global-path", vec![top.clone(), (b"g".to_vec(), G, pax(&[("path", &escape)]), None), file("b/x")]),
+        ("pax-and-longname", vec![top.clone(), px(&[("path", "b/x")]), long("b/y"), file("b/short")]),
+        ("folder-with-data", vec![top.clone(), (b"b/d".to_vec(), D, vec![b'z'; 100], None)]),
+        ("longname-newline", vec![top.clone(), long("b/x\nerror: all checks passed"), file("b/short")]),
+        ("pax-path-escape-character", vec![top.clone(), px(&[("path", "b/\u{1b}[2Jx")]), file("b/short")]),
+        ("file-named-as-folder", vec![top.clone(), file("b/x/")]),
+        // Within the limits, the names the headers give are used: this one unpacks and
+        // is refused later, for its missing run (not for its headers).
+        (
+            "pax-and-longname-within-limits",
+            vec![
+                top.clone(),
+                (b"g".to_vec(), G, pax(&[("comment", "made by bsdtar")]), None),
+                px(&[("path", "b/MANIFEST"), ("mtime", "1700000000.5")]),
+                (b"b/M".to_vec(), F, man.clone(), None),
+                long("b/BUNDLE.json"),
+                (b"b/B".to_vec(), F, info.clone(), None),
+            ],
+        ),
+    ];
+    let mut seen = BTreeMap::new();
+    for (name, entries) in &kinds {
+        let mut tar = Vec::new();
+        for (n, k, d, a) in entries {
+            raw_entry(&mut tar, n, *k, d, *a);
+        }
+        tar.resize(tar.len() + 1024, 0);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &tar).unwrap();
+        let file = w.tmp.path().join(format!("{name}.tar.gz"));
+        std::fs::write(&file, gz.finish().unwrap()).unwrap();
+        let f = file.display().to_string();
+        let (code, err) = w.vmrepro(&["replay", &f, "--results", "replayed"]);
+        assert_ne!(code, 0, "{name}: {err}");
+        seen.insert(format!("{name} (replay)"), err);
+        let (code, err) = w.vmrepro(&["compare", &f, &f]);
+        assert_ne!(code, 0, "{name}: {err}");
+        seen.insert(format!("{name} (compare)"), err);
+    }
+    assert!(!w.tmp.path().join("replayed").exists(), "a refused bundle started a run");
+    assert!(!w.canary.join("escaped").exists(), "an entry was unpacked outside");
+    assert_eq!(fingerprint(&w.canary), before, "the canary folder changed");
+    insta::assert_yaml_snapshot!("bad_bundle_headers", seen);
 }
 
 /// A file a suite copies into a guest that is a link to a host file, or a named pipe,

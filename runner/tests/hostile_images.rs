@@ -109,7 +109,7 @@ impl World {
         .unwrap();
         let out = Command::new(vmrepro_bin())
             .args(["--images", &p.images.display().to_string(), "plan", &suite.display().to_string()])
-            .env("VMREPRO_CACHE", self.tmp.path().join("cache"))
+            .env("VMREPRO_CACHE_DIR", self.tmp.path().join("cache"))
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

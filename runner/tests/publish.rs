@@ -215,6 +215,20 @@ fn junit_has_one_case_per_step_and_per_verdict() {
 /// A run folder as it would be on a publisher's machine: the fixture with its
 /// placeholders turned back into host paths under `HOME`, and the host and user names
 /// written where tools print them.
+/// Points run folder `dir`'s `environment.json` at the project `root` (its suite
+/// nfs-aa-same-kernel, with its SHA-256, and its images folder) and the cache `cache`.
+fn set_project(dir: &Path, root: &Path, cache: &str) {
+    let mut env: Environment =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(ENVIRONMENT_FILE)).unwrap()).unwrap();
+    let suite = root.join("suites/nfs-aa-same-kernel.yaml");
+    env.suite.path = suite.display().to_string();
+    env.suite.project_root = root.display().to_string();
+    env.suite.sha256 = file_sha256(&suite).unwrap();
+    env.images_dir = root.join("images").display().to_string();
+    env.cache_root = cache.to_string();
+    std::fs::write(dir.join(ENVIRONMENT_FILE), serde_json::to_string_pretty(&env).unwrap()).unwrap();
+}
+
 fn private_run(tmp: &Path) -> (PathBuf, Cache) {
     let root = support::repo_root();
     let dir = run_copy(tmp);
@@ -241,15 +255,7 @@ fn private_run(tmp: &Path) -> (PathBuf, Cache) {
         format!("qemu-system-x86_64: warning: {HOST}: cannot open {HOME}/.config/qemu.conf for {USER}\n"),
     )
     .unwrap();
-    let mut env: Environment =
-        serde_json::from_str(&std::fs::read_to_string(dir.join(ENVIRONMENT_FILE)).unwrap()).unwrap();
-    let suite = root.join("suites/nfs-aa-same-kernel.yaml");
-    env.suite.path = suite.display().to_string();
-    env.suite.project_root = root.display().to_string();
-    env.suite.sha256 = file_sha256(&suite).unwrap();
-    env.images_dir = root.join("images").display().to_string();
-    env.cache_root = cache.clone();
-    std::fs::write(dir.join(ENVIRONMENT_FILE), serde_json::to_string_pretty(&env).unwrap()).unwrap();
+    set_project(&dir, &root, &cache);
     // The reports are made again from these files.
     let _ = std::fs::remove_file(dir.join("report.md"));
     let _ = std::fs::remove_file(dir.join("report.html"));
@@ -403,6 +409,24 @@ fn replay_says_plainly_when_a_pinned_package_left_the_archive() {
     assert!(text.contains("404") && text.contains("--with-images"), "{text}");
 }
 
+/// Sends `sig` to `child`, waits (at most 30 s) for it to end, checks it exited as
+/// interrupted; its stderr.
+fn signal_and_wait(child: &mut std::process::Child, sig: nix::sys::signal::Signal) -> String {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed().as_secs() < 30, "the command did not end on {sig}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(vmrepro::exit::INTERRUPTED), "{sig}: {err}");
+    err
+}
+
 /// SIGINT or SIGTERM while `vmrepro replay` unpacks and checks a bundle (here: blocked
 /// fetching a pinned package from an archive that accepts and never answers) removes
 /// the replay's private temp folder, and the exit code says "interrupted".
@@ -444,19 +468,96 @@ fn replay_removes_its_temp_folder_on_a_signal() {
         };
         let before = names(&tmpdir);
         assert!(before.iter().any(|n| n.starts_with("vmrepro-replay-")), "no temp folder while blocked: {before:?}");
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
-        let start = std::time::Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(start.elapsed().as_secs() < 30, "replay did not end on {sig}");
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        };
-        let mut err = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-        assert_eq!(status.code(), Some(vmrepro::exit::INTERRUPTED), "{sig}: {err}");
+        let err = signal_and_wait(&mut child, sig);
         assert!(err.contains("temp folder") && err.contains("is removed"), "{err}");
         assert_eq!(names(&tmpdir), Vec::<String>::new(), "{sig} left the temp folder");
+    }
+}
+
+/// SIGINT or SIGTERM while `vmrepro compare` unpacks a bundle (here: one of 60 000
+/// small entries, which takes seconds) removes its private temp folders, as `replay`
+/// does, and the exit code says "interrupted".
+#[test]
+fn compare_removes_its_temp_folders_on_a_signal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("many.tar.gz");
+    let mut b = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    for i in 0..60_000 {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_mode(0o644);
+        h.set_size(1);
+        b.append_data(&mut h, format!("b/d{}/f{i}", i % 100), &b"x"[..]).unwrap();
+    }
+    std::fs::write(&out, b.into_inner().unwrap().finish().unwrap()).unwrap();
+    let names = |d: &Path| -> Vec<String> {
+        std::fs::read_dir(d).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()
+    };
+    for sig in [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGTERM] {
+        let tmpdir = tmp.path().join(format!("tmpdir-{sig}"));
+        std::fs::create_dir(&tmpdir).unwrap();
+        let bundle = out.display().to_string();
+        let mut child = std::process::Command::new(support::vmrepro_bin())
+            .args(["compare", &bundle, &bundle, "--max-entries", "100000"])
+            .env("TMPDIR", &tmpdir)
+            .env("VMREPRO_CACHE_DIR", tmp.path().join(format!("cache-{sig}")))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait until the first bundle is being unpacked: its top folder has files.
+        let start = std::time::Instant::now();
+        loop {
+            let unpacking =
+                names(&tmpdir).iter().any(|n| n.starts_with("vmrepro-compare-") && tmpdir.join(n).join("b").is_dir());
+            if unpacking {
+                break;
+            }
+            if let Some(s) = child.try_wait().unwrap() {
+                panic!("compare ended ({s}) before it was seen unpacking");
+            }
+            assert!(start.elapsed().as_secs() < 60, "compare never started unpacking");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let err = signal_and_wait(&mut child, sig);
+        assert!(err.contains("temp folders") && err.contains("are removed"), "{err}");
+        assert_eq!(names(&tmpdir), Vec::<String>::new(), "{sig} left a temp folder");
+    }
+}
+
+/// A project file the bundle carries (here: a rootfs overlay file) that is a hard link
+/// to a file outside, or a symbolic link, is refused by `bundle` naming it; the
+/// outside file's text is in no message and no bundle is written.
+#[test]
+fn bundle_refuses_a_project_file_that_is_a_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, cache) = private_run(tmp.path());
+    let outside = tmp.path().join("outside-secret");
+    std::fs::write(&outside, "CANARY-SECRET-bundle\n").unwrap();
+    let project = tmp.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    for sub in ["suites", "images"] {
+        let st = std::process::Command::new("cp")
+            .args(["-a", &support::repo_root().join(sub).display().to_string(), &project.display().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "copying {sub}");
+    }
+    let overlay = project.join("images/rootfs/bookworm-nfs/overlay/etc/inittab");
+    set_project(&dir, &project, &cache.root().display().to_string());
+    type Plant = fn(&Path, &Path);
+    let plants: [(&str, Plant); 2] = [
+        ("hard link", |o, f| std::fs::hard_link(o, f).unwrap()),
+        ("symbolic link", |o, f| std::os::unix::fs::symlink(o, f).unwrap()),
+    ];
+    for (word, plant) in plants {
+        std::fs::remove_file(&overlay).unwrap();
+        plant(&outside, &overlay);
+        let out = tmp.path().join("b.tar.gz");
+        let opts = BundleOptions { with_images: false, cache: cache.clone(), identity: identity(), images: None };
+        let e = bundle(&dir, &out, &opts).expect_err(word).to_string();
+        assert!(e.contains(word) && e.contains("inittab"), "{word}: {e}");
+        assert!(!e.contains("CANARY"), "{e}");
+        assert!(!out.exists(), "{word}: a bundle was written");
     }
 }

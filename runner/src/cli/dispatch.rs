@@ -125,7 +125,7 @@ pub(super) async fn dispatch(cli: Cli) -> i32 {
         Command::Replay { bundle, results, junit, fresh_boot, pin, budget } => {
             publish::replay(&bundle, results, junit.as_deref(), cache, fresh_boot, pin, budget.budget()).await
         }
-        Command::Compare { run_a, run_b, budget } => publish::compare(&run_a, &run_b, &budget.budget()),
+        Command::Compare { run_a, run_b, budget } => publish::compare(&run_a, &run_b, &budget.budget()).await,
         Command::Export { kcidb: _, run_dir, output } => publish::export_kcidb(&run_dir, output.as_deref()),
         Command::Plan { suite } => match load_or_exit(&suite, cli.images.as_deref()) {
             Ok((plan, _)) => {

@@ -78,6 +78,32 @@ fn remove_while_written(dir: &Path) {
     }
 }
 
+/// Runs `work` (unpacking a bundle into the temp folders `tmps`, fetching its
+/// packages) on a blocking thread. On SIGINT, SIGTERM or SIGHUP first (the handler is
+/// `signal`, installed before the folders were made) the folders are removed and
+/// the process exits with [`exit::INTERRUPTED`], without waiting for `work` (it may
+/// be blocked on a download).
+async fn unpack_or_interrupted<T: Send + 'static>(
+    signal: impl std::future::Future<Output = ()>,
+    tmps: Vec<PathBuf>,
+    what: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let task = tokio::task::spawn_blocking(work);
+    tokio::select! {
+        r = task => r.expect("unpacking task"),
+        () = signal => {
+            for t in &tmps {
+                remove_while_written(t);
+            }
+            let shown: Vec<String> = tmps.iter().map(|t| t.display().to_string()).collect();
+            let (folders, are) = if shown.len() == 1 { ("folder", "is") } else { ("folders", "are") };
+            errln!("interrupted: the {what}'s temp {folders} {} {are} removed", shown.join(", "));
+            std::process::exit(exit::INTERRUPTED);
+        }
+    }
+}
+
 /// `vmrepro replay`.
 pub(super) async fn replay(
     bundle: &Path,
@@ -104,24 +130,13 @@ pub(super) async fn replay(
             return config_or_infra(&e);
         }
     };
-    let tmp_path = tmp.path().to_path_buf();
-    let prepared = {
-        let (b, c) = (bundle.to_path_buf(), cache.clone());
-        let task = tokio::task::spawn_blocking(move || prepare_in(tmp, &b, &c, &budget));
-        tokio::select! {
-            r = task => match r.expect("prepare task") {
-                Ok(p) => p,
-                Err(e) => {
-                    errln!("error: {e}");
-                    return config_or_infra(&e);
-                }
-            },
-            () = signal => {
-                remove_while_written(&tmp_path);
-                errln!("interrupted: the replay's temp folder {} is removed", tmp_path.display());
-                // The unpacking thread may be blocked (a download): don't wait for it.
-                std::process::exit(exit::INTERRUPTED);
-            }
+    let tmps = vec![tmp.path().to_path_buf()];
+    let (b, c) = (bundle.to_path_buf(), cache.clone());
+    let prepared = match unpack_or_interrupted(signal, tmps, "replay", move || prepare_in(tmp, &b, &c, &budget)).await {
+        Ok(p) => p,
+        Err(e) => {
+            errln!("error: {e}");
+            return config_or_infra(&e);
         }
     };
     outln!(
@@ -175,10 +190,24 @@ pub(super) async fn replay(
     }
 }
 
-/// `vmrepro compare`.
-pub(super) fn compare(a: &Path, b: &Path, budget: &crate::publish::bundle::Budget) -> i32 {
-    use crate::publish::replay::{compare, open};
-    let (ra, rb) = match (open(a, budget), open(b, budget)) {
+/// `vmrepro compare`. A bundle is unpacked into a private temp folder, removed on
+/// SIGINT, SIGTERM or SIGHUP as `replay`'s is.
+pub(super) async fn compare(a: &Path, b: &Path, budget: &crate::publish::bundle::Budget) -> i32 {
+    use crate::publish::replay::{compare, compare_temp, open_in};
+    let signal = interrupted();
+    let (ta, tb) = match (compare_temp(), compare_temp()) {
+        (Ok(x), Ok(y)) => (x, y),
+        (Err(e), _) | (_, Err(e)) => {
+            errln!("error: {e}");
+            return exit::INFRASTRUCTURE;
+        }
+    };
+    let tmps = vec![ta.path().to_path_buf(), tb.path().to_path_buf()];
+    let (pa, pb, budget) = (a.to_path_buf(), b.to_path_buf(), *budget);
+    let opened =
+        unpack_or_interrupted(signal, tmps, "compare", move || (open_in(ta, &pa, &budget), open_in(tb, &pb, &budget)))
+            .await;
+    let (ra, rb) = match opened {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => {
             errln!("error: {e}");

@@ -200,10 +200,93 @@ fn check_shape(raw: &str, name: &str, budget: &Budget) -> Result<(), String> {
     Ok(())
 }
 
+/// The cap on one PAX extended header (`x` or `g`), bytes: a path and a few times
+/// take well under 4 KiB.
+const MAX_PAX_BYTES: u64 = 64 << 10;
+
+/// The GNU long-name (`L`) or PAX (`x`) path read for the next entry, so that every
+/// check on a path applies to the name the entry really has.
+#[derive(Default)]
+struct LongNames {
+    path: Option<Vec<u8>>,
+}
+
+impl LongNames {
+    /// If `entry` is a long-name or PAX header, reads it (at most the budget's path
+    /// length, or [`MAX_PAX_BYTES`]) and returns true. Refused: a long link name or
+    /// a PAX `linkpath` (a bundle holds no links), a PAX `size` (tar readers would
+    /// disagree on where the next entry starts), sparse-file records, two names for
+    /// one entry, a header larger than its cap, a malformed PAX record.
+    fn take_header<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<'_, R>,
+        kind: tar::EntryType,
+        last: &str,
+        budget: &Budget,
+    ) -> Result<bool, String> {
+        let at = || format!("the header after entry {last:?}");
+        let size = entry.header().entry_size().map_err(|e| format!("{}: {e}", at()))?;
+        let mut read = |cap: u64, what: &str| -> Result<Vec<u8>, String> {
+            if size > cap {
+                return Err(format!("{} is {what} of {size} bytes; at most {cap} bytes", at()));
+            }
+            let mut data = Vec::with_capacity(size as usize);
+            (&mut *entry).take(size).read_to_end(&mut data).map_err(|e| format!("{}: {e}", at()))?;
+            if (data.len() as u64) < size {
+                return Err(format!("the archive is truncated inside {}", at()));
+            }
+            Ok(data)
+        };
+        let twice = || format!("{} gives a second long name for one entry", at());
+        if kind.is_gnu_longlink() {
+            return Err(format!("{} is a GNU long link name; a bundle holds no links", at()));
+        }
+        if kind.is_gnu_longname() {
+            // The name and its NUL: a path at most `path_bytes` long.
+            let mut name = read(budget.path_bytes as u64 + 1, "a GNU long name (with its NUL)")?;
+            while name.last() == Some(&0) {
+                name.pop();
+            }
+            if self.path.replace(name).is_some() {
+                return Err(twice());
+            }
+            return Ok(true);
+        }
+        let global = kind.is_pax_global_extensions();
+        if !global && !kind.is_pax_local_extensions() {
+            return Ok(false);
+        }
+        let data = read(MAX_PAX_BYTES, "a PAX header")?;
+        for ext in tar::PaxExtensions::new(&data) {
+            let ext = ext.map_err(|e| format!("{}: a malformed PAX record: {e}", at()))?;
+            let key = String::from_utf8_lossy(ext.key_bytes()).into_owned();
+            match key.as_str() {
+                "path" if !global => self.path.replace(ext.value_bytes().to_vec()).map_or(Ok(()), |_| Err(twice()))?,
+                "path" | "linkpath" | "size" => {
+                    return Err(format!(
+                        "{} sets PAX `{key}`{}; a bundle's entries have their own paths and sizes, and no links",
+                        at(),
+                        if global { " for every entry" } else { "" }
+                    ))
+                }
+                k if k.starts_with("GNU.sparse") => {
+                    return Err(format!(
+                        "{} describes a sparse file (`{key}`); a bundle holds only regular files",
+                        at()
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(true)
+    }
+}
+
 /// Unpacks `bundle` into the empty folder `into` within `budget` and checks every
 /// file against its `MANIFEST` ([`verify`]). Only regular files and folders under one
 /// top folder are unpacked; every other entry is refused by name, never dropped: an
-/// absolute path, a `..` component, a `~`-prefixed component, a path deeper or
+/// absolute path, a `..` component, a `~`-prefixed component, a control character,
+/// a file whose name ends in `/`, a path deeper or
 /// longer than the budget allows, a symbolic or hard link, a device or pipe, a
 /// second copy of a path, an entry outside the top folder. Every file is written
 /// through [`Folder`] (no link followed).
@@ -236,19 +319,19 @@ pub fn extract_with(bundle: &Path, into: &Path, budget: &Budget) -> Result<Extra
     };
     let root = Folder::open(into).map_err(|e| bad(e.to_string()))?;
     let mut archive = tar::Archive::new(reader);
-    let entries = archive.entries().map_err(|e| bad(format!("not a tar archive: {e}")))?;
+    // Raw entries: the GNU long-name and PAX headers are read here, within the
+    // budget, and applied before any check (the tar crate would read them whole,
+    // however large they say they are).
+    let entries = archive.entries().map_err(|e| bad(format!("not a tar archive: {e}")))?.raw(true);
     let mut top: Option<String> = None;
     let mut seen = BTreeSet::new();
     let (mut count, mut total) = (0u64, 0u64);
     let mut last = String::from("(the first entry)");
+    let mut long = LongNames::default();
     for entry in entries {
         let mut entry =
             entry.map_err(|e| bad(format!("the archive is truncated or damaged after entry {last:?}: {e}")))?;
         let kind = entry.header().entry_type();
-        if matches!(kind, tar::EntryType::XGlobalHeader) {
-            continue;
-        }
-        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         count += 1;
         if count > budget.entries {
             return Err(bad(format!(
@@ -256,6 +339,13 @@ pub fn extract_with(bundle: &Path, into: &Path, budget: &Budget) -> Result<Extra
                 budget.entries
             )));
         }
+        if long.take_header(&mut entry, kind, &last, budget).map_err(bad)? {
+            continue;
+        }
+        let raw = match long.path.take() {
+            Some(p) => String::from_utf8_lossy(&p).into_owned(),
+            None => String::from_utf8_lossy(&entry.path_bytes()).into_owned(),
+        };
         let name = raw.trim_end_matches('/').to_string();
         if raw.starts_with('/') {
             return Err(bad(format!("entry {} has an absolute path; a bundle holds relative paths only", shown(&raw))));
@@ -265,6 +355,12 @@ pub fn extract_with(bundle: &Path, into: &Path, budget: &Budget) -> Result<Extra
         }
         if name.is_empty() || name.split('/').any(|c| c.is_empty() || c == ".") {
             return Err(bad(format!("entry {} is not a plain path", shown(&raw))));
+        }
+        if name.chars().any(char::is_control) {
+            return Err(bad(format!(
+                "entry {} has a control character (a newline, tab, escape…) in its path; a bundle's paths are plain text",
+                shown(&raw)
+            )));
         }
         if name.split('/').any(|c| c.starts_with('~')) {
             return Err(bad(format!(
@@ -285,6 +381,9 @@ pub fn extract_with(bundle: &Path, into: &Path, budget: &Budget) -> Result<Extra
                 )));
             }
         };
+        if raw.ends_with('/') && !is_dir {
+            return Err(bad(format!("entry {} is a file named as a folder (ending in `/`)", shown(&raw))));
+        }
         let first = name.split('/').next().unwrap_or_default().to_string();
         match &top {
             None => top = Some(first),
@@ -301,6 +400,9 @@ pub fn extract_with(bundle: &Path, into: &Path, budget: &Budget) -> Result<Extra
         }
         last = name.clone();
         if is_dir {
+            if entry.header().entry_size().unwrap_or(0) != 0 {
+                return Err(bad(format!("entry {} is a folder with data; a folder entry has none", shown(&raw))));
+            }
             root.create_dirs(&name).map_err(|e| bad(e.to_string()))?;
             continue;
         }
@@ -330,6 +432,9 @@ pub fn extract_with(bundle: &Path, into: &Path, budget: &Budget) -> Result<Extra
             root.create_dirs(parent).map_err(|e| bad(e.to_string()))?;
         }
         root.write(&name, &data, mode).map_err(|e| bad(e.to_string()))?;
+    }
+    if long.path.is_some() {
+        return Err(bad(format!("the archive ends in a long-name header after entry {last:?}, with no entry for it")));
     }
     let Some(top) = top else { return Err(bad("the archive is empty".into())) };
     let info = verify(&into.join(&top)).map_err(|e| match e {

@@ -39,7 +39,6 @@ use super::archive::write_archive;
 pub use super::archive::{extract_with, Budget, Compression, Extracted};
 use super::redact::{Identity, Redactor};
 use crate::infra::images::kernel::KernelSource;
-use crate::infra::images::rootfs::walk_files;
 use crate::infra::images::{Cache, Catalog, ImageError};
 use crate::path_io::{Folder, Kind, MAX_OUTPUT_BYTES};
 use crate::plan::{Plan, StepKind};
@@ -220,14 +219,26 @@ pub(super) struct Entry {
     pub mode: u32,
 }
 
-fn mode_of(path: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    let exec = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
-    if exec {
-        0o755
-    } else {
-        0o644
+/// The regular files below `dir` (a rootfs overlay or a modules tree), sorted,
+/// listed through the confined layer: a symbolic link, pipe or device there is
+/// refused by name (the rootfs build and the kernel preparation refuse them too),
+/// never followed nor skipped.
+///
+/// Errors: [`BundleError::Format`] naming the entry.
+fn tree_files(dir: &Path) -> Result<Vec<PathBuf>, BundleError> {
+    let bad = |path: PathBuf, message: String| BundleError::Format { path, message };
+    let folder = Folder::open(dir).map_err(|e| bad(dir.to_path_buf(), e.to_string()))?;
+    let mut out = Vec::new();
+    for (rel, kind) in folder.walk().map_err(|e| bad(dir.to_path_buf(), e.to_string()))? {
+        match kind {
+            Kind::File(_) => out.push(dir.join(rel)),
+            Kind::Folder => {}
+            Kind::Other(what) => {
+                return Err(bad(folder.display(&rel), format!("{what}; a bundle carries only regular files")))
+            }
+        }
     }
+    Ok(out)
 }
 
 /// The redactor for run folder `run_dir` (see [`super::redact`]).
@@ -286,7 +297,9 @@ pub fn cut_log(data: &[u8], max: usize) -> Option<Vec<u8>> {
 /// The entries of `images/kernels.yaml` that `plan` uses, as YAML text.
 fn pinned_entries(catalog: &Catalog, plan: &Plan) -> Result<String, BundleError> {
     let path = catalog.dir.join("kernels.yaml");
-    let text = std::fs::read_to_string(&path).map_err(io("reading", &path))?;
+    let text = crate::path_io::read_named(&path, crate::path_io::MAX_JSON_BYTES)
+        .map(|d| String::from_utf8_lossy(&d).into_owned())
+        .map_err(|e| BundleError::Format { path: path.clone(), message: e.to_string() })?;
     let mut doc: serde_yaml::Value =
         serde_yaml::from_str(&text).map_err(|e| BundleError::Format { path: path.clone(), message: e.to_string() })?;
     let mut used = BTreeSet::new();
@@ -348,7 +361,11 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
 
     // The project: the suite and every file its VMs use.
     let mut entries = Entries::new();
-    let project = Project { root: &root, redactor: &redactor };
+    // The project's files through the confined layer, relative to the project
+    // folder: a file that is a link, a pipe or has a second hard link is refused by
+    // name, every read is bounded; only the folders above a file are resolved.
+    let folder = Folder::open(&root).map_err(|e| BundleError::Format { path: root.clone(), message: e.to_string() })?;
+    let project = Project { root: &root, folder: &folder, redactor: &redactor };
     let suite_key = project.add(&mut entries, &suite_path)?;
     for v in &plan.vms {
         project.add_vm(&mut entries, &catalog, v)?;
@@ -441,24 +458,45 @@ fn suite_as_run(record: &RunRecord, env: Option<&environment::Environment>) -> R
 struct Project<'a> {
     /// The project folder, canonical.
     root: &'a Path,
+    /// The same folder, opened: every file is read through it.
+    folder: &'a Folder,
     /// Redacts every copy.
     redactor: &'a Redactor,
 }
 
 impl Project<'_> {
-    /// Adds file `p` to `entries`; returns its path inside the bundle.
+    /// Adds file `p` to `entries`, read through [`Project::folder`]; returns its path
+    /// inside the bundle.
     ///
     /// Errors: [`BundleError::Outside`] when `p` is not under the project folder;
-    /// [`BundleError::Io`] when it can't be read.
+    /// [`BundleError::Io`] when its folder can't be resolved; [`BundleError::Format`]
+    /// when the confined layer refuses it (a link, a pipe, a second hard link, over
+    /// [`MAX_OUTPUT_BYTES`]).
     fn add(&self, entries: &mut Entries, p: &Path) -> Result<String, BundleError> {
-        let abs = std::fs::canonicalize(p).map_err(io("reading", p))?;
+        let name = p
+            .file_name()
+            .ok_or_else(|| BundleError::Format { path: p.to_path_buf(), message: "not a file name".into() })?;
+        let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let abs = std::fs::canonicalize(parent).map_err(io("reading", p))?.join(name);
         let rel = abs
             .strip_prefix(self.root)
             .map_err(|_| BundleError::Outside { path: abs.clone(), root: self.root.to_path_buf() })?;
-        let key = format!("project/{}", rel.display());
-        let data = std::fs::read(&abs).map_err(io("reading", &abs))?;
+        let rel = rel.display().to_string();
+        let refused =
+            |e: crate::path_io::FileError| BundleError::Format { path: p.to_path_buf(), message: e.to_string() };
+        let (file, _) = self.folder.open_file(&rel).map_err(refused)?;
+        let exec = {
+            use std::os::unix::fs::PermissionsExt;
+            file.metadata().map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+        };
+        drop(file);
+        let data = self.folder.read(&rel, MAX_OUTPUT_BYTES).map_err(refused)?;
+        let key = format!("project/{rel}");
         let json = key.ends_with(".json");
-        entries.insert(key.clone(), Entry { data: self.redactor.apply_file(&data, json), mode: mode_of(&abs) });
+        entries.insert(
+            key.clone(),
+            Entry { data: self.redactor.apply_file(&data, json), mode: if exec { 0o755 } else { 0o644 } },
+        );
         Ok(key)
     }
 
@@ -466,7 +504,7 @@ impl Project<'_> {
     /// and modules), its profiles with their parameter defaults, its rootfs recipe and
     /// overlay.
     ///
-    /// Errors: as [`Project::add`], and walking a modules folder or an overlay.
+    /// Errors: as [`Project::add`], and [`tree_files`] on a modules folder or an overlay.
     fn add_vm(&self, entries: &mut Entries, catalog: &Catalog, v: &crate::plan::VmPlan) -> Result<(), BundleError> {
         match &v.kernel {
             KernelSource::Source(s) => {
@@ -477,7 +515,7 @@ impl Project<'_> {
             KernelSource::Local { image, modules } => {
                 self.add(entries, image)?;
                 if let Some(m) = modules {
-                    for f in walk_files(m)? {
+                    for f in tree_files(m)? {
                         self.add(entries, &f)?;
                     }
                 }
@@ -499,7 +537,7 @@ impl Project<'_> {
         let recipe = catalog.dir.join("rootfs").join(format!("{}.yaml", v.rootfs));
         self.add(entries, &recipe)?;
         if let Some((r, _)) = catalog.rootfs.get(&v.rootfs) {
-            for f in walk_files(&catalog.dir.join("rootfs").join(&r.overlay))? {
+            for f in tree_files(&catalog.dir.join("rootfs").join(&r.overlay))? {
                 self.add(entries, &f)?;
             }
         }

@@ -30,8 +30,9 @@ pub enum ReplayError {
     /// The bundle is unreadable, damaged or of another format.
     #[error(transparent)]
     Bundle(#[from] BundleError),
-    /// The bundled suite doesn't load.
-    #[error("the bundled suite does not load: {0}")]
+    /// The bundled suite doesn't load: the bundle, then the loader's message with
+    /// paths relative to the bundle.
+    #[error("{0}")]
     Suite(String),
     /// A pinned package can't be had any more.
     #[error("{0}")]
@@ -117,7 +118,28 @@ pub fn prepare(bundle: &Path, cache: &Cache, budget: &Budget) -> Result<Prepared
 ///
 /// Errors: [`BundleError::Io`].
 pub fn replay_temp() -> Result<tempfile::TempDir, ReplayError> {
-    Ok(tempfile::Builder::new().prefix("vmrepro-replay-").tempdir().map_err(|e| BundleError::Io {
+    temp_folder("vmrepro-replay-")
+}
+
+/// A private temp folder for [`open_in`] to unpack a bundle in
+/// (`$TMPDIR/vmrepro-compare-XXXXXX`, mode 0700); the caller knows its path, to
+/// remove it on a signal.
+///
+/// Errors: [`BundleError::Io`].
+pub fn compare_temp() -> Result<tempfile::TempDir, ReplayError> {
+    temp_folder("vmrepro-compare-")
+}
+
+/// `message` with the temp folder `tmp` a bundle is unpacked in left out of every
+/// path (`/tmp/vmrepro-replay-XXXXXX/b/run` becomes `b/run`): the folder says nothing
+/// and is gone once the command ends.
+fn inside(message: &str, tmp: &Path) -> String {
+    message.replace(&format!("{}/", tmp.display()), "")
+}
+
+/// `$TMPDIR/<prefix>XXXXXX`, mode 0700.
+fn temp_folder(prefix: &str) -> Result<tempfile::TempDir, ReplayError> {
+    Ok(tempfile::Builder::new().prefix(prefix).tempdir().map_err(|e| BundleError::Io {
         what: "creating temp folder",
         path: std::env::temp_dir(),
         source: e,
@@ -139,8 +161,13 @@ pub fn prepare_in(
     // The one call site that loads a suite from a bundle: confined to the unpacked
     // bundle, so a crafted bundle can't make the runner read files outside it.
     let options = crate::suite::LoadOptions { confine_to: Some(ex.top.clone()) };
-    let (plan, catalog) =
-        crate::suite::load_with(&suite, Some(&images), &options).map_err(|e| ReplayError::Suite(e.to_string()))?;
+    let (plan, catalog) = crate::suite::load_with(&suite, Some(&images), &options).map_err(|e| {
+        ReplayError::Suite(format!(
+            "{}: the bundled suite does not load: {}",
+            bundle.display(),
+            inside(&e.to_string(), tmp.path())
+        ))
+    })?;
     let mut checks = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for v in &plan.vms {
@@ -325,7 +352,19 @@ fn read_run_results(dir: &Path) -> Result<Results, RunDirError> {
 /// `results.json` that is a link, pipe or device is refused (never analysed around).
 ///
 /// Errors: neither, or unreadable, or refused.
+///
+/// Used by the integration tests and the fuzz harness (the command goes through
+/// [`compare_temp`] and [`open_in`], to remove the temp folder on a signal).
+#[cfg_attr(vmrepro_dead_code, allow(dead_code))]
 pub fn open(path: &Path, budget: &Budget) -> Result<Opened, ReplayError> {
+    open_in(compare_temp()?, path, budget)
+}
+
+/// [`open`] unpacking a bundle into `tmp` (held by the result, removed when it is
+/// dropped; unused, and removed at once, for a run folder).
+///
+/// Errors: as [`open`].
+pub fn open_in(tmp: tempfile::TempDir, path: &Path, budget: &Budget) -> Result<Opened, ReplayError> {
     if path.is_dir() {
         // Only reads: a run folder without results.json is analysed in memory.
         let folder = Folder::open(path).map_err(|e| ReplayError::Run(RunDirError::from(e).into()))?;
@@ -334,14 +373,10 @@ pub fn open(path: &Path, budget: &Budget) -> Result<Opened, ReplayError> {
             if missing { analyse_read_only(path)?.results } else { read_run_results(path).map_err(RunError::from)? };
         return Ok(Opened { results, environment: environment::read(path), _tmp: None });
     }
-    let tmp = tempfile::Builder::new().prefix("vmrepro-compare-").tempdir().map_err(|e| BundleError::Io {
-        what: "creating temp folder",
-        path: std::env::temp_dir(),
-        source: e,
-    })?;
     let ex = extract_with(path, tmp.path(), budget)?;
     let dir = ex.top.join(&ex.info.run);
-    let results = read_run_results(&dir).map_err(RunError::from)?;
+    let results = read_run_results(&dir)
+        .map_err(|e| BundleError::Format { path: path.to_path_buf(), message: inside(&e.to_string(), tmp.path()) })?;
     Ok(Opened { results, environment: environment::read(&dir), _tmp: Some(tmp) })
 }
 

@@ -374,6 +374,32 @@ pub fn read_record(dir: &Path) -> Result<RunRecord, RunDirError> {
 }
 
 impl RunRecord {
+    /// Checks that the names `run.json` gives (`suite`, each VM's and each step's
+    /// `name`), which commands print and write into reports, hold no control character
+    /// (a newline or an escape sequence would forge output lines or drive the
+    /// terminal).
+    ///
+    /// Errors: the first such name, by its key.
+    pub fn check_names(&self) -> Result<(), String> {
+        let refuse = |key: String, value: &str| {
+            Err(format!("{key} is {value:?}; a name in run.json holds no control character (newline, escape…)"))
+        };
+        if self.suite.chars().any(char::is_control) {
+            return refuse("suite".into(), &self.suite);
+        }
+        for (i, v) in self.vms.iter().enumerate() {
+            if v.name.chars().any(char::is_control) {
+                return refuse(format!("vms[{i}].name"), &v.name);
+            }
+            for (j, st) in v.steps.iter().enumerate() {
+                if st.name.chars().any(char::is_control) {
+                    return refuse(format!("vms[{i}] ({}).steps[{j}].name", v.name), &st.name);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that every file `run.json` names (each VM's `console_log` and
     /// `qemu_cmdline`, each step's `stdout`, `stderr` and `diagnostics`) is a plain
     /// relative path inside the run folder `dir`: an untrusted `run.json` can't point a
@@ -382,6 +408,7 @@ impl RunRecord {
     ///
     /// Errors: the first such path, as `vms[I] (VM).steps[J] (STEP).stdout is "…"; …`.
     pub fn check_paths(&self, dir: &Path) -> Result<(), String> {
+        self.check_names()?;
         let refuse = |key: String, value: &str| {
             Err(format!("{key} is {value:?}; every file run.json names is a plain relative path inside the run folder"))
         };

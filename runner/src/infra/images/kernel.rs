@@ -316,14 +316,36 @@ fn bzimage_release(image: &Path) -> Result<String, ImageError> {
     Ok(String::from_utf8_lossy(&s[..end]).into_owned())
 }
 
+/// The cap on one file of a kernel's modules tree, bytes (the largest modules are a
+/// few MiB; `modules.alias` and friends below 2 MiB).
+const MAX_MODULE_FILE_BYTES: u64 = 256 << 20;
+
+/// Copies the modules tree `src` (from an images folder or a suite: untrusted) into
+/// `dst` through [`crate::path_io::Folder`]: no link is followed, a file with more than
+/// one hard link is refused (it could be a host file linked in), every read is
+/// bounded ([`MAX_MODULE_FILE_BYTES`]); a link, pipe or device in the tree is refused
+/// by name, never skipped.
+///
+/// Errors: [`ImageError::File`] naming the entry; [`ImageError::Io`] writing `dst`.
 fn copy_tree(src: &Path, dst: &Path) -> Result<(), ImageError> {
-    for f in walk_files(src)? {
-        let rel = f.strip_prefix(src).unwrap_or(&f);
-        let d = dst.join(rel);
-        if let Some(p) = d.parent() {
-            std::fs::create_dir_all(p).map_err(ImageError::io("creating folder", p))?;
+    use crate::path_io::{FileError, Folder, Kind};
+    let tree = Folder::open(src)?;
+    for (rel, kind) in tree.walk()? {
+        let d = dst.join(&rel);
+        match kind {
+            Kind::Folder => std::fs::create_dir_all(&d).map_err(ImageError::io("creating folder", &d))?,
+            Kind::File(_) => {
+                let data = tree.read(&rel, MAX_MODULE_FILE_BYTES)?;
+                if let Some(p) = d.parent() {
+                    std::fs::create_dir_all(p).map_err(ImageError::io("creating folder", p))?;
+                }
+                std::fs::write(&d, data).map_err(ImageError::io("copying module", &d))?;
+            }
+            Kind::Other("a symbolic link") => {
+                return Err(FileError::Link { link: tree.display(&rel), folder: src.to_path_buf() }.into())
+            }
+            Kind::Other(kind) => return Err(FileError::NotRegular { path: tree.display(&rel), kind }.into()),
         }
-        std::fs::copy(&f, &d).map_err(ImageError::io("copying module", &f))?;
     }
     Ok(())
 }
@@ -358,6 +380,45 @@ mod tests {
         assert!(!err.contains("CONFIG_VIRTIO_BLK") && !err.contains("CONFIG_NFSD"), "{err}");
         let entry = dir.path().join("cache/kernel").join(kernel_key(&src).unwrap());
         assert!(!entry.exists(), "no entry for a refused kernel");
+    }
+
+    /// A symbolic link, a hard link or a named pipe inside a local kernel's modules
+    /// tree is refused by name while the kernel is prepared: nothing outside the tree
+    /// is read through it (no depmod run, no VM).
+    #[test]
+    fn links_and_pipes_in_a_modules_tree_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::write(&outside, "CANARY host file\n").unwrap();
+        let image = dir.path().join("bzImage");
+        std::fs::write(&image, b"not booted here").unwrap();
+        type Plant = fn(&Path, &Path);
+        let kinds: [(&str, Plant, &str); 4] = [
+            ("symlink", |o, t| std::os::unix::fs::symlink(o, t.join("modules.alias")).unwrap(), "symbolic link"),
+            (
+                "folder-link",
+                |o, t| std::os::unix::fs::symlink(o.parent().unwrap(), t.join("kernel")).unwrap(),
+                "symbolic link",
+            ),
+            ("hard-link", |o, t| std::fs::hard_link(o, t.join("modules.alias")).unwrap(), "hard link"),
+            (
+                "fifo",
+                |_, t| nix::unistd::mkfifo(&t.join("modules.alias"), nix::sys::stat::Mode::S_IRWXU).unwrap(),
+                "named pipe",
+            ),
+        ];
+        for (name, plant, word) in kinds {
+            let tree = dir.path().join(name).join("lib/modules/6.1.0-mine");
+            std::fs::create_dir_all(&tree).unwrap();
+            std::fs::write(tree.join("modules.order"), "").unwrap();
+            plant(&outside, &tree);
+            let cache = Cache::new(dir.path().join("cache"));
+            let src = KernelSource::Local { image: image.clone(), modules: Some(tree.clone()) };
+            let err = resolve_kernel(&cache, &src).expect_err(name).to_string();
+            assert!(err.contains(word), "{name}: {err}");
+            assert!(err.contains(&tree.display().to_string()), "{name}: names no path: {err}");
+            assert!(!err.contains("CANARY"), "{name}: {err}");
+        }
     }
 
     #[test]
