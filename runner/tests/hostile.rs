@@ -15,45 +15,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::{repo_root, vmrepro_bin};
+use support::{copy_tree, fingerprint, repo_root, vmrepro_bin};
 
 const SECRET: &str = "CANARY-SECRET-4f1d";
 
 fn fixture() -> PathBuf {
     repo_root().join("runner/tests/fixtures/runs/nfs-aa-same-kernel")
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-            copy_tree(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
-
-/// Every file under `dir` (links not followed) with its SHA-256 or link target.
-fn fingerprint(dir: &Path) -> BTreeMap<PathBuf, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let t = e.file_type().unwrap();
-            let v = if t.is_dir() {
-                stack.push(e.path());
-                "folder".to_string()
-            } else if t.is_symlink() {
-                format!("link {}", std::fs::read_link(e.path()).unwrap().display())
-            } else {
-                vmrepro::run::environment::file_sha256(&e.path()).unwrap()
-            };
-            out.insert(e.path(), v);
-        }
-    }
-    out
 }
 
 struct World {

@@ -742,3 +742,38 @@ impl Drop for FileServer {
         }
     }
 }
+
+/// Copies the tree `from` to `to` (regular files and folders only).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// Every entry under `dir` (links not followed) with its SHA-256 or link target: the
+/// canary check of tests/hostile.rs and hostile_images.rs.
+pub fn fingerprint(dir: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let t = e.file_type().unwrap();
+            let v = if t.is_dir() {
+                stack.push(e.path());
+                "folder".to_string()
+            } else if t.is_symlink() {
+                format!("link {}", std::fs::read_link(e.path()).unwrap().display())
+            } else {
+                vmrepro::run::environment::file_sha256(&e.path()).unwrap()
+            };
+            out.insert(e.path(), v);
+        }
+    }
+    out
+}
