@@ -417,10 +417,12 @@ pub(super) async fn run_vm(
                 }
             }
         }
-        if let Some(why) = blocked.as_ref().or(skip.as_ref()) {
-            rec.set_step(&vp.name, idx, |s| s.error = Some(why.clone()));
+        // A step that does not run: skipped with its reason; `go_on` tells the steps
+        // waiting for it whether to run (a step not needed) or not (a step blocked).
+        let skipped = |why: String, go_on: bool| {
+            rec.set_step(&vp.name, idx, |s| s.error = Some(why));
             progress.send_modify(|m| {
-                m.insert(key, false);
+                m.insert(key.clone(), go_on);
             });
             rec.event(Event::StepFinished {
                 vm: vp.name.clone(),
@@ -428,22 +430,15 @@ pub(super) async fn run_vm(
                 status: StepStatus::Skipped,
                 took: Duration::ZERO,
             });
+        };
+        if let Some(why) = blocked.as_ref().or(skip.as_ref()) {
+            skipped(why.clone(), false);
             continue;
         }
         if let StepKind::Measure { measurement, iteration, warmup: false } = &st.kind {
             if !rounds.needed(measurement, *iteration, rec) {
                 // Not a failure: later steps waiting for it go on.
-                let why = format!("not needed: every comparison of {measurement} was decided before this round");
-                rec.set_step(&vp.name, idx, |s| s.error = Some(why));
-                progress.send_modify(|m| {
-                    m.insert(key, true);
-                });
-                rec.event(Event::StepFinished {
-                    vm: vp.name.clone(),
-                    step: st.name.clone(),
-                    status: StepStatus::Skipped,
-                    took: Duration::ZERO,
-                });
+                skipped(format!("not needed: every comparison of {measurement} was decided before this round"), true);
                 continue;
             }
         }
