@@ -22,7 +22,8 @@
 //!     iterations[] iteration, step, status, exit_status, elapsed_s, user_s, system_s,
 //!                bytes, throughput_mb_s (MB = 10^6 bytes), metrics {derived: delta or null},
 //!                changed_counters {name: delta}, appeared_counters {name: value},
-//!                remote [{vm, observer, sent_packets, dropped_packets}],
+//!                wire {wire.* counter: count or ms} (VMs with a capture: the frames of
+//!                the iteration's step, see docs/src/wire.md), remote [{vm, observer, sent_packets, dropped_packets}],
 //!                records {name: trimmed text}, counted
 //!   problems[]   failed checks, unreadable outputs, unexpected exit statuses
 //! nfs_read       (suites with nfs_read) server {vm, kernel_release, profile {key: value}},
@@ -37,7 +38,9 @@
 //! ```
 //!
 //! Schema 4 added `measurements[].groups` (absent without them, so schema 3 results read
-//! as schema 4 unchanged).
+//! as schema 4 unchanged). `iterations[].wire` came later within schema 4: it is absent
+//! without a capture, so results without it read as before, and a reader that does not
+//! know it ignores it.
 //!
 //! Schema 3 added `comparison.policy`, `comparison.test`, `comparison.detectable` and
 //! the verdict `undecided` (the Mann–Whitney rule of [`crate::measure::verdict`]);

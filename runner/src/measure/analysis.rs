@@ -118,6 +118,12 @@ pub struct IterationResult {
     pub output_metrics: BTreeMap<String, f64>,
     /// Every counter that changed over `run`, `name → delta`.
     pub changed_counters: BTreeMap<String, i64>,
+    /// What the VM's packet capture shows of the iteration (the `wire.*` counters of
+    /// [`crate::wire::summary::COUNTERS`]: counts, and durations in ms), from the
+    /// frames QEMU wrote while its step ran (`capture_bytes` in `run.json`); absent
+    /// when the VM had no capture or it had stopped.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub wire: BTreeMap<String, f64>,
     /// Counters absent before `run` and present after it, `name → value after`
     /// (`netstat -s` leaves out counters while they are zero).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -387,8 +393,21 @@ fn analyse_vm(
     let mut release = String::new();
     // Adaptive repeats that stopped early: the rounds not run were not needed.
     let needed = |i: &&Iteration| rec.decided_after.get(&m.name).is_none_or(|&r| i.number <= r);
+    let capture = vm_capture(m, vm, rec, dir, problems);
     for it in m.iterations.iter().filter(|i| i.vm == vm && !i.warmup).filter(needed) {
-        let r = analyse_iteration(m, it, rec, dir, derived, problems)?;
+        let mut r = analyse_iteration(m, it, rec, dir, derived, problems)?;
+        if let Some(c) = &capture {
+            let range = rec.vm(vm).and_then(|v| v.step(&it.step)).and_then(|s| s.capture_bytes);
+            match range {
+                Some(range) => {
+                    r.wire = c.window(range).counters().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+                }
+                None if r.counted && names_wire(m) => {
+                    problems.push(format!("{vm}: {}: no capture of this iteration", it.step));
+                }
+                None => {}
+            }
+        }
         if release.is_empty() {
             release = r.raw.sections.text(Section::Uname).trim().to_string();
         }
@@ -421,6 +440,36 @@ fn analyse_vm(
         outcomes: iterations.iter().map(|i| i.outcome).collect(),
         iterations,
     })
+}
+
+/// Whether `m` compares or shows a wire counter.
+fn names_wire(m: &MeasurementPlan) -> bool {
+    let wire = |n: &str| n.starts_with(crate::wire::summary::PREFIX);
+    wire(&m.metric.name) || m.table.iter().any(|t| wire(t))
+}
+
+/// VM `vm`'s packet capture, read once for all its iterations, when `run.json` says it
+/// had one. A capture that can't be read is a problem of a measurement that compares or
+/// shows a wire counter; without one, its iterations have no wire counters. (A capture
+/// stopped at its size cap is a note of the run, not a problem: the iterations after it
+/// have no `capture_bytes`.)
+fn vm_capture(
+    m: &MeasurementPlan,
+    vm: &str,
+    rec: &RunRecord,
+    dir: &Path,
+    problems: &mut Vec<String>,
+) -> Option<crate::wire::run_dir::Capture> {
+    rec.vm(vm)?.capture.as_ref()?;
+    match crate::wire::run_dir::Capture::read(dir, vm) {
+        Ok(c) => c,
+        Err(e) => {
+            if names_wire(m) {
+                problems.push(format!("{vm}: {e}"));
+            }
+            None
+        }
+    }
 }
 
 /// `compare: outcome`: each VM that is not a baseline gets the verdict `same outcome`
@@ -499,6 +548,9 @@ pub fn verdict_text(cmp: &Comparison, speed: bool) -> String {
 pub fn metric_value(name: &str, i: &IterationResult) -> Option<f64> {
     if let Some(v) = i.output_metrics.get(name) {
         return Some(*v);
+    }
+    if name.starts_with(crate::wire::summary::PREFIX) {
+        return i.wire.get(name).copied();
     }
     match name {
         "elapsed_s" => i.elapsed_s,
@@ -707,6 +759,7 @@ impl IterationResult {
             metrics: BTreeMap::new(),
             output_metrics: BTreeMap::new(),
             changed_counters: BTreeMap::new(),
+            wire: BTreeMap::new(),
             appeared_counters: BTreeMap::new(),
             remote: vec![],
             records: BTreeMap::new(),
@@ -859,6 +912,7 @@ mod tests {
             ]),
             output_metrics: BTreeMap::from([("iops".to_string(), 812.5)]),
             changed_counters: BTreeMap::from([("netstat.Tcp.InSegs".to_string(), 16569)]),
+            wire: BTreeMap::from([("wire.rpc.retransmissions".to_string(), 4.0)]),
             appeared_counters: BTreeMap::from([("netstat.TcpExt.TCPOFOQueue".to_string(), 1412)]),
             remote: Vec::new(),
             records: BTreeMap::new(),
@@ -905,5 +959,7 @@ mod tests {
         assert_eq!(metric_value("netstat.TcpExt.TCPOFOQueue", &i), Some(1412.0));
         assert_eq!(metric_value("netstat.TcpExt.NoSuchCounter", &i), None);
         assert_eq!(metric_value("iops", &i), Some(812.5), "the number `run` printed");
+        assert_eq!(metric_value("wire.rpc.retransmissions", &i), Some(4.0), "a wire counter");
+        assert_eq!(metric_value("wire.rpc.calls", &i), None, "a wire counter the iteration lacks");
     }
 }

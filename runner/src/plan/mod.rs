@@ -39,6 +39,9 @@ pub const DEFAULT_MTU: u32 = 1500;
 /// Default bytes kept of each captured frame (`network.capture_snaplen`): Ethernet,
 /// IPv4, TCP with options and an RPC call header with AUTH_SYS credentials fit.
 pub const DEFAULT_CAPTURE_SNAPLEN: u32 = 256;
+/// Default largest size of one VM's capture file (`network.capture_max_bytes`), bytes:
+/// 64 MiB, some 250 000 frames of 256 bytes.
+pub const DEFAULT_CAPTURE_MAX_BYTES: u64 = 64 * 1024 * 1024;
 /// Default measured iterations per VM of a measurement.
 pub const DEFAULT_REPEAT: u32 = 1;
 /// The metric a verdict uses by default.
@@ -130,6 +133,11 @@ pub struct VmPlan {
 pub struct CapturePlan {
     /// Bytes kept of each frame.
     pub snaplen: u32,
+    /// Whether it records only while a measured iteration runs (`capture: measured`;
+    /// otherwise the whole run).
+    pub measured_only: bool,
+    /// Size at which the capture is stopped, bytes (`network.capture_max_bytes`).
+    pub max_bytes: u64,
 }
 
 fn ser_kernel<S: serde::Serializer>(k: &KernelSource, s: S) -> Result<S::Ok, S::Error> {

@@ -246,8 +246,10 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
                 error: None,
                 diagnostics: None,
                 snapshot: s.snapshot,
+                capture_bytes: None,
             })
             .collect(),
+        capture: super::capture::record_of(v),
     };
     Ok(Prepared { config, record, state_key, restore_hold, boot_config, cmdline_file: cmd_path, notice })
 }

@@ -119,6 +119,13 @@ pub struct StepRecord {
     /// Whether the suite asked for this step's stdout in its snapshot (`snapshot: true`).
     #[serde(default)]
     pub snapshot: bool,
+    /// For a measured iteration of a captured VM: the bytes `[from, to)` of the VM's
+    /// capture file (`vms/VM/capture.pcap`) written while the step ran, its frames
+    /// ([`crate::wire`] maps an iteration onto its capture by these offsets, not by
+    /// clocks: `filter-dump` stamps frames with the VM's virtual clock plus a
+    /// whole-second host time). Absent otherwise and in older run folders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_bytes: Option<[u64; 2]>,
 }
 
 /// One VM as recorded in `run.json`.
@@ -168,6 +175,26 @@ pub struct VmRecord {
     /// absent when it ran unpinned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned_cpu: Option<usize>,
+    /// Its packet capture, when it had one (absent in older run folders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureRecord>,
+}
+
+/// A VM's packet capture as the run left it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureRecord {
+    /// The file, relative to the run folder (`vms/VM/capture.pcap`).
+    pub file: String,
+    /// Its size when last looked at (after each step), bytes.
+    pub bytes: u64,
+    /// The size at which it is stopped (`network.capture_max_bytes`), bytes.
+    pub max_bytes: u64,
+    /// Whether it recorded only measured iterations (`capture: measured`).
+    pub measured_only: bool,
+    /// Why it stopped before the run ended (the size cap reached, or QMP refused to
+    /// turn it on or off), in words; absent when it ran to the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 /// How a VM started.
@@ -453,6 +480,7 @@ mod tests {
             error: None,
             diagnostics: None,
             snapshot: false,
+            capture_bytes: None,
         };
         let text = serde_json::to_string(&step).unwrap();
         assert_eq!(text.matches("\"name\"").count(), 1, "{text}");

@@ -391,6 +391,7 @@ pub(super) async fn run_vm(
     });
     let mut rx = progress.subscribe();
     let mut blocked: Option<String> = None;
+    let mut capture = super::capture::CaptureControl::of(vp, &vdir);
     for (idx, st) in vp.steps.iter().enumerate() {
         let key = Dependency::step(&vp.name, &st.name);
         let mut skip: Option<String> = None;
@@ -459,9 +460,19 @@ pub(super) async fn run_vm(
                 return Err(e);
             }
         };
+        let iteration = matches!(st.kind, StepKind::Measure { warmup: false, .. });
+        let from = match capture.as_mut() {
+            Some(c) => c.before(vm, iteration).await,
+            None => None,
+        };
         let t = Instant::now();
         let result = vm.exec(&st.name, &st.script, stdin, st.timeout).await;
         let took = t.elapsed();
+        if let Some(c) = capture.as_mut() {
+            let range = c.after(vm, from).await;
+            rec.set_vm(&vp.name, |v| v.capture = Some(c.record.clone()));
+            rec.set_step(&vp.name, idx, |s| s.capture_bytes = range);
+        }
         let status = match &result {
             Ok(r) if r.exit_code == Some(i64::from(st.expect_exit)) => StepStatus::Passed,
             Ok(_) => StepStatus::Failed,

@@ -7,6 +7,7 @@
 //! [`crate::suite::validate`]; loading, size/encoding checks and error rendering live in
 //! [`load`].
 
+pub mod capture;
 pub mod json;
 pub mod load;
 pub mod locate;
@@ -85,14 +86,19 @@ pub struct NetworkSpec {
     /// MTU of the bridge, taps and guest NICs, in bytes (default 1500).
     #[serde(default)]
     pub mtu: Option<u32>,
-    /// Record every VM's traffic into `RUN/vms/VM/capture.pcap` (default false; a
-    /// VM's own `capture:` wins).
+    /// Record every VM's traffic into `RUN/vms/VM/capture.pcap`: `true` (the whole
+    /// run), `measured` (only while a measured iteration runs on it) or `false` (the
+    /// default); a VM's own `capture:` wins.
     #[serde(default)]
-    pub capture: Option<bool>,
+    pub capture: Option<capture::CaptureSpec>,
     /// Bytes kept of each captured frame (default 256: the headers of an RPC over
     /// UDP or TCP; 64 to 65535).
     #[serde(default)]
     pub capture_snaplen: Option<u32>,
+    /// Largest size of one VM's capture file, bytes (default 64 MiB): a capture that
+    /// reaches it is stopped (the run goes on) with a note in run.json and the report.
+    #[serde(default)]
+    pub capture_max_bytes: Option<u64>,
 }
 
 /// Per-VM settings that may be given once for the whole suite.
@@ -207,10 +213,11 @@ pub struct VmSpec {
     /// Commands to run in this guest, in order.
     #[serde(default)]
     pub steps: Vec<StepSpec>,
-    /// Record this VM's traffic, both directions, into `RUN/vms/VM/capture.pcap` for
-    /// the whole run (default: `network.capture`).
+    /// Record this VM's traffic, both directions, into `RUN/vms/VM/capture.pcap`: `true`
+    /// (the whole run), `measured` (only while a measured iteration runs on it) or
+    /// `false` (default: `network.capture`).
     #[serde(default)]
-    pub capture: Option<bool>,
+    pub capture: Option<capture::CaptureSpec>,
 }
 
 /// What of a verdict a suite's snapshot keeps (`nfs_read.snapshot_verdicts`,

@@ -346,7 +346,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn frame(time_us: u64, data: Vec<u8>) -> Frame {
-        Frame { time_us, orig_len: data.len() as u32, data }
+        Frame { time_us, orig_len: data.len() as u32, data, offset: 0 }
     }
 
     #[test]

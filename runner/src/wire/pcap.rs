@@ -17,6 +17,9 @@ pub struct Frame {
     pub orig_len: u32,
     /// The captured bytes (the first `snaplen` bytes), from the Ethernet header on.
     pub data: Vec<u8>,
+    /// Where its record (header and bytes) starts in the file, bytes: what places it in
+    /// a measured iteration (`run.json`'s `capture_bytes` of the iteration's step).
+    pub offset: u64,
 }
 
 /// What reading a capture meets.
@@ -83,6 +86,7 @@ fn parse_capture(bytes: &[u8]) -> Result<Vec<Frame>, (usize, usize, Option<Strin
                     time_us: u64::try_from(p.timestamp.as_micros()).unwrap_or(u64::MAX),
                     orig_len: p.orig_len,
                     data: p.data.into_owned(),
+                    offset: offset as u64,
                 });
                 rest = r;
             }
@@ -112,8 +116,9 @@ pub(crate) mod tests {
         let mut bytes = pcap_bytes(&[(1_500_000, vec![1; 60]), (2_000_001, vec![2; 70])]);
         let frames = parse_capture(&bytes).unwrap();
         assert_eq!(
-            frames.iter().map(|f| (f.time_us, f.data.len())).collect::<Vec<_>>(),
-            [(1_500_000, 60), (2_000_001, 70)]
+            frames.iter().map(|f| (f.time_us, f.data.len(), f.offset)).collect::<Vec<_>>(),
+            // A 24-byte file header, then 16 bytes of record header before each frame.
+            [(1_500_000, 60, 24), (2_000_001, 70, 24 + 16 + 60)]
         );
         bytes.truncate(bytes.len() - 10);
         assert_eq!(parse_capture(&bytes).unwrap().len(), 1);

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::decode::decode;
-use super::pcap::{read_capture_in, PcapError};
+use super::pcap::{read_capture_in, Frame, PcapError};
 use super::summary::WireSummary;
 use crate::path_io::{Folder, Kind};
 
@@ -93,6 +93,41 @@ pub fn run_captures(run: &Path, vm: Option<&str>) -> Result<Vec<VmWire>, WireErr
         .collect()
 }
 
+/// One VM's capture, read once for the analysis of its measured iterations.
+#[derive(Debug, Clone, Default)]
+pub struct Capture {
+    frames: Vec<Frame>,
+}
+
+impl Capture {
+    /// Reads `vms/VM/capture.pcap` of VM `vm` in the run folder `run` (as
+    /// [`run_captures`], confined and bounded). `Ok(None)`: the VM has no capture file.
+    ///
+    /// Errors: [`WireError::Pcap`] (a link, not a regular file, too large, broken).
+    pub fn read(run: &Path, vm: &str) -> Result<Option<Capture>, WireError> {
+        let folder = Folder::open(run).map_err(PcapError::from)?;
+        let rel = format!("vms/{vm}/{CAPTURE_FILE}");
+        if matches!(folder.kind(&rel), Ok(None)) || matches!(folder.kind(&format!("vms/{vm}")), Ok(None)) {
+            return Ok(None);
+        }
+        Ok(Some(Capture { frames: read_capture_in(&folder, &rel)? }))
+    }
+
+    /// The capture of its frames alone (for tests and fixtures).
+    pub fn of_frames(frames: Vec<Frame>) -> Capture {
+        Capture { frames }
+    }
+
+    /// The summary of the frames whose records start in the bytes `[from, to)` of the
+    /// file (an iteration's `capture_bytes`): decoded on their own, so a call belongs
+    /// to the iteration whose frames hold it, and a datagram is lost when a fragment of
+    /// it is missing among them.
+    pub fn window(&self, [from, to]: [u64; 2]) -> WireSummary {
+        let inside: Vec<Frame> = self.frames.iter().filter(|f| f.offset >= from && f.offset < to).cloned().collect();
+        WireSummary::of(&decode(&inside), None)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +148,41 @@ mod tests {
         std::fs::write(run.path().join("vms/b").join(CAPTURE_FILE), crate::wire::pcap::tests::pcap_bytes(&[])).unwrap();
         let got = run_captures(run.path(), None).unwrap();
         assert_eq!(got.iter().map(|v| v.vm.as_str()).collect::<Vec<_>>(), ["b"]);
+    }
+
+    /// An iteration's counters come from the frames in its byte range only: a READ
+    /// resent once in the first range, a GETATTR in the second.
+    #[test]
+    fn a_window_holds_the_frames_of_its_byte_range() {
+        use crate::wire::decode::tests::{frame, udp, CLIENT, SERVER};
+        use crate::wire::rpc::tests::{call, reply};
+        let read = call(1, 100003, 3, 6, &[]);
+        let frames = [
+            frame(1_000_000, udp(CLIENT, SERVER, 800, 2049, &read)),
+            frame(1_700_000, udp(CLIENT, SERVER, 800, 2049, &read)),
+            frame(1_700_500, udp(SERVER, CLIENT, 2049, 800, &reply(1))),
+            frame(2_000_000, udp(CLIENT, SERVER, 800, 2049, &call(2, 100003, 3, 1, &[]))),
+        ];
+        let bytes = crate::wire::pcap::tests::pcap_bytes(
+            &frames.iter().map(|f| (f.time_us, f.data.clone())).collect::<Vec<_>>(),
+        );
+        let run = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(run.path().join("vms/a")).unwrap();
+        std::fs::write(run.path().join("vms/a").join(CAPTURE_FILE), &bytes).unwrap();
+        let c = Capture::read(run.path(), "a").unwrap().unwrap();
+        let fourth = c.frames[3].offset;
+        let counters = |w: WireSummary| -> std::collections::BTreeMap<&str, f64> { w.counters().into_iter().collect() };
+        let first = counters(c.window([24, fourth]));
+        assert_eq!(
+            (first["wire.rpc.calls"], first["wire.rpc.retransmissions"], first["wire.rpc.replies"]),
+            (1.0, 1.0, 1.0)
+        );
+        assert_eq!(first["wire.rpc.wait_max_ms"], 700.0);
+        let second = counters(c.window([fourth, bytes.len() as u64]));
+        assert_eq!(
+            (second["wire.rpc.calls"], second["wire.rpc.retransmissions"], second["wire.rpc.unanswered"]),
+            (1.0, 0.0, 1.0)
+        );
+        assert!(Capture::read(run.path(), "b").unwrap().is_none(), "no capture of b");
     }
 }

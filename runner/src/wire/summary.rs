@@ -97,6 +97,9 @@ pub struct WireSummary {
     pub tcp_resend_waits_us: Vec<u64>,
 }
 
+/// What every wire counter's name starts with.
+pub const PREFIX: &str = "wire.";
+
 /// The names of the counters [`WireSummary::counters`] gives, for validation and docs.
 pub const COUNTERS: &[&str] = &[
     "wire.rpc.calls",

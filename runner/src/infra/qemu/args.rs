@@ -71,6 +71,9 @@ pub struct CaptureArgs {
     pub file: PathBuf,
     /// Bytes kept of each frame (`maxlen`).
     pub snaplen: u32,
+    /// Created with `status=off`: it records nothing until QMP `qom-set`s its `status`
+    /// to `on` ([`super::qmp::Qmp::set_capture`]).
+    pub off: bool,
 }
 
 /// The QOM id of the capture filter (`/objects/capture0`).
@@ -109,7 +112,11 @@ pub fn qemu_args(c: &QemuConfig) -> Vec<String> {
         let file = p(&cap.file).replace(',', ",,");
         push(&[
             "-object",
-            &format!("filter-dump,id={CAPTURE_FILTER_ID},netdev=net0,queue=all,file={file},maxlen={}", cap.snaplen),
+            &format!(
+                "filter-dump,id={CAPTURE_FILTER_ID},netdev=net0,queue=all,file={file},maxlen={}{}",
+                cap.snaplen,
+                if cap.off { ",status=off" } else { "" }
+            ),
         ]);
     }
     push(&["-chardev", &format!("socket,id=qmp,path={},server=on,wait=off", p(&c.qmp_socket))]);

@@ -124,6 +124,22 @@ impl Qmp {
         self.execute(qapi::qmp::migrate_cancel {}).await.map(|_| ())
     }
 
+    /// `qom-set /objects/capture0 status on|off`: starts or stops the VM's capture
+    /// filter ([`super::args::CAPTURE_FILTER_ID`], a `filter-dump` netfilter; every
+    /// netfilter has the `status` property). When it returns, every frame the filter
+    /// saw before is written: `filter-dump` writes each frame with one `writev` from
+    /// QEMU's main loop, which also runs this command.
+    ///
+    /// Errors: QMP refused the command (no such object: the VM has no capture).
+    pub async fn set_capture(&self, on: bool) -> std::io::Result<()> {
+        let cmd = qapi::qmp::qom_set {
+            path: format!("/objects/{}", super::args::CAPTURE_FILTER_ID),
+            property: "status".into(),
+            value: serde_json::Value::String(if on { "on" } else { "off" }.into()),
+        };
+        self.execute(cmd).await.map(|_| ())
+    }
+
     /// `quit`: QEMU exits at once (our disks are throwaway overlays).
     pub async fn quit(&self) -> std::io::Result<()> {
         match self.execute(qapi::qmp::quit {}).await {
@@ -170,7 +186,12 @@ mod tests {
 
     impl Qemu {
         async fn start(socket: &Path) -> Qemu {
+            Self::start_with(socket, &[]).await
+        }
+
+        async fn start_with(socket: &Path, extra: &[String]) -> Qemu {
             let child = std::process::Command::new(crate::infra::qemu::qemu_binary())
+                .args(extra)
                 .args(["-machine", "none", "-display", "none", "-nodefaults", "-chardev"])
                 .arg(format!("socket,id=qmp,path={},server=on,wait=off", socket.display()))
                 .args(["-mon", "chardev=qmp,mode=control"])
@@ -235,5 +256,33 @@ mod tests {
         // A command that ends in an error (here QEMU exiting) keeps it in step.
         again.quit().await.unwrap();
         assert!(!again.out_of_step());
+    }
+
+    /// The QEMU here takes `status=off` on a `filter-dump` and `qom-set`s its status
+    /// through [`Qmp::set_capture`], as `capture: measured` needs; `qom-get` reads the
+    /// change back.
+    #[tokio::test]
+    async fn the_capture_filter_is_turned_on_and_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("qmp.sock");
+        let pcap = dir.path().join("capture.pcap");
+        let id = crate::infra::qemu::args::CAPTURE_FILTER_ID;
+        let extra = [
+            "-netdev".to_string(),
+            "hubport,id=net0,hubid=0".to_string(),
+            "-object".to_string(),
+            format!("filter-dump,id={id},netdev=net0,queue=all,file={},maxlen=256,status=off", pcap.display()),
+        ];
+        let _qemu = Qemu::start_with(&socket, &extra).await;
+        let qmp = Qmp::connect(&socket).await.unwrap();
+        let status = || qapi::qmp::qom_get { path: format!("/objects/{id}"), property: "status".into() };
+        assert_eq!(qmp.execute(status()).await.unwrap(), serde_json::json!("off"));
+        qmp.set_capture(true).await.unwrap();
+        assert_eq!(qmp.execute(status()).await.unwrap(), serde_json::json!("on"));
+        qmp.set_capture(false).await.unwrap();
+        assert_eq!(qmp.execute(status()).await.unwrap(), serde_json::json!("off"));
+        // The pcap file header is written when the filter is made, whatever its status.
+        assert_eq!(std::fs::metadata(&pcap).unwrap().len(), 24);
+        qmp.quit().await.unwrap();
     }
 }

@@ -466,6 +466,21 @@ impl Vm {
         }
     }
 
+    /// Turns the VM's capture filter on or off (QMP `qom-set`, see
+    /// [`Qmp::set_capture`]), bounded by 5 s.
+    ///
+    /// Errors: [`AgentError::QmpNotConnected`], QMP refused it, or no answer in 5 s
+    /// (as [`AgentError::Io`], `TimedOut`).
+    pub async fn set_capture(&self, on: bool) -> Result<(), AgentError> {
+        let qmp = self.qmp.as_ref().ok_or(AgentError::QmpNotConnected)?;
+        match tokio::time::timeout(Duration::from_secs(5), qmp.set_capture(on)).await {
+            Ok(r) => Ok(r?),
+            Err(_) => {
+                Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "QMP qom-set: no answer within 5 s").into())
+            }
+        }
+    }
+
     /// Reads the guest's clock through the agent (bounded: 5 s), with the host's clock
     /// taken halfway through the request. `None` if the agent doesn't answer.
     pub async fn clock_sample(&self) -> Option<ClockSample> {

@@ -242,6 +242,11 @@ fn environment_section(a: &Analysis, env: Option<&Environment>, _vms: &[PlanVm])
     if let Some(n) = &rec.accel_notice {
         s.push(Block::Para(n.trim_start_matches("notice: ").to_string()));
     }
+    for v in &rec.vms {
+        if let Some(why) = v.capture.as_ref().and_then(|c| c.stopped.as_ref()) {
+            s.push(Block::Para(format!("The packet capture of {} {why}.", v.name)));
+        }
+    }
     for n in env.map(|e| e.notes.as_slice()).unwrap_or_default() {
         s.push(Block::Para(format!("Not recorded: {n}")));
     }

@@ -234,8 +234,11 @@ fn copy_file_script(f: &FilePlan) -> String {
 
 /// `vm`'s packet capture: its `capture:`, else `network.capture`.
 fn capture_of(s: &crate::schema::SuiteSpec, vm: &VmSpec) -> Option<crate::plan::CapturePlan> {
-    let on = vm.capture.or(s.network.capture).unwrap_or(false);
-    on.then(|| crate::plan::CapturePlan {
+    use crate::schema::capture::CaptureSpec;
+    let mode = vm.capture.or(s.network.capture).unwrap_or(CaptureSpec::Off);
+    (mode != CaptureSpec::Off).then(|| crate::plan::CapturePlan {
         snaplen: s.network.capture_snaplen.unwrap_or(crate::plan::DEFAULT_CAPTURE_SNAPLEN),
+        measured_only: mode == CaptureSpec::Measured,
+        max_bytes: s.network.capture_max_bytes.unwrap_or(crate::plan::DEFAULT_CAPTURE_MAX_BYTES),
     })
 }

@@ -24,6 +24,10 @@ pub const MTU: std::ops::RangeInclusive<u32> = 576..=65521;
 /// Bytes kept of each captured frame (`network.capture_snaplen`): at least an
 /// Ethernet, IPv4 and UDP header and an RPC header's XID; at most pcap's 65535.
 pub const CAPTURE_SNAPLEN: std::ops::RangeInclusive<u32> = 64..=65535;
+/// Largest size of one VM's capture (`network.capture_max_bytes`), bytes: at least
+/// one full frame with the pcap header; at most the size `vmrepro wire` and
+/// `analyse` read ([`crate::wire::pcap::MAX_CAPTURE_BYTES`], 1 GiB).
+pub const CAPTURE_MAX_BYTES: std::ops::RangeInclusive<u64> = 65536..=(1 << 30);
 /// Size of the measured file, bytes.
 pub const FILE_BYTES: u64 = 8 * 1024 * 1024 * 1024;
 /// Read-ahead of an NFS mount, KiB (1 GiB; more than any guest's memory would use).

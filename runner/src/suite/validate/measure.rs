@@ -11,6 +11,7 @@ use crate::plan::names;
 use crate::schema::measure::{MeasureSpec, MountstatsSpec, ObserverSpec};
 use crate::schema::text::{non_ascii_hint, shown};
 use crate::schema::SuiteSpec;
+use crate::wire::summary::{COUNTERS as WIRE_COUNTERS, PREFIX as WIRE_PREFIX};
 
 /// Metrics every measurement has.
 const TIME_METRICS: &[&str] = &["elapsed_s", "user_s", "system_s"];
@@ -72,6 +73,7 @@ fn check_one(
     check_bytes(errs, m, k);
     super::output_metric::check(errs, m, k);
     check_metric_table(errs, m, k, &kinds);
+    check_wire_metrics(errs, s, m, k);
     check_checks(errs, m, k, &records);
     if let Some(snap) = &m.snapshot {
         check_snapshot(errs, m, snap, k, &kinds, &records);
@@ -487,6 +489,14 @@ fn metric_ok(m: &MeasureSpec, kinds: &BTreeSet<ObserverKind>, name: &str) -> Res
     if TIME_METRICS.contains(&name) || derived.contains_key(name) || super::output_metric::name(m) == Some(name) {
         return Ok(());
     }
+    if name.starts_with(WIRE_PREFIX) {
+        // Whether the VMs are captured is `check_wire_metrics`'s rule.
+        return if WIRE_COUNTERS.contains(&name) {
+            Ok(())
+        } else {
+            Err(format!("{} is not a wire counter: use one of {}", shown(name, 80), WIRE_COUNTERS.join(", ")))
+        };
+    }
     if name == "throughput_mb_s" {
         return if m.bytes.is_some() { Ok(()) } else { Err("throughput_mb_s needs `bytes`".into()) };
     }
@@ -512,6 +522,37 @@ fn metric_ok(m: &MeasureSpec, kinds: &BTreeSet<ObserverKind>, name: &str) -> Res
                 )),
             }
         }
+    }
+}
+
+/// The wire counters `m` names (`compare`, `table`, `snapshot.signs`) need a capture
+/// of every VM it measures: each of `on` that is a VM of the suite needs `capture:` on
+/// (its own, or `network.capture`).
+fn check_wire_metrics(errs: &mut Vec<ValidationError>, s: &SuiteSpec, m: &MeasureSpec, k: &str) {
+    use crate::schema::capture::CaptureSpec;
+    let signs =
+        m.snapshot.iter().flat_map(|sn| sn.signs.iter().enumerate().map(|(j, n)| (format!("snapshot.signs[{j}]"), n)));
+    let named = m
+        .compare
+        .iter()
+        .map(|c| ("compare".to_string(), c))
+        .chain(m.table.iter().enumerate().map(|(j, n)| (format!("table[{j}]"), n)))
+        .chain(signs);
+    let Some((key, name)) = named.into_iter().find(|(_, n)| n.starts_with(WIRE_PREFIX)) else { return };
+    let uncaptured: Vec<&str> =
+        m.on.iter()
+            .filter_map(|vm| s.vms.iter().find(|v| &v.name == vm))
+            .filter(|v| v.capture.or(s.network.capture).unwrap_or(CaptureSpec::Off) == CaptureSpec::Off)
+            .map(|v| v.name.as_str())
+            .collect();
+    if !uncaptured.is_empty() {
+        errs.push(ValidationError::Rule {
+            key: format!("{k}.{key}"),
+            message: format!(
+                "{name} is counted from the VM's packet capture, and {} has none; set `capture: measured` on it (or `network.capture`)",
+                uncaptured.join(", ")
+            ),
+        });
     }
 }
 

@@ -64,6 +64,13 @@ fn check_network(errs: &mut Vec<ValidationError>, s: &SuiteSpec) {
             range: format!("{} to {} bytes", limits::CAPTURE_SNAPLEN.start(), limits::CAPTURE_SNAPLEN.end()),
         });
     }
+    if let Some(n) = s.network.capture_max_bytes.filter(|n| !limits::CAPTURE_MAX_BYTES.contains(n)) {
+        errs.push(ValidationError::OutOfRange {
+            key: "network.capture_max_bytes".into(),
+            value: format!("{n} bytes"),
+            range: format!("{} to {} bytes", limits::CAPTURE_MAX_BYTES.start(), limits::CAPTURE_MAX_BYTES.end()),
+        });
+    }
     let subnet = s.network.subnet;
     if subnet.prefix_len() > 30 {
         errs.push(ValidationError::Rule {
