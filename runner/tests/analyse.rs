@@ -242,8 +242,13 @@ fn synthetic_run(compare: &str, ends: &[(&str, &str, Option<i64>, &str)]) -> tem
 /// As [`synthetic_run`], with `extra` (YAML lines of the measurement, indented by the
 /// caller after the first) instead of `compare:`.
 fn synthetic_run_with(extra: &str, ends: &[(&str, &str, Option<i64>, &str)]) -> tempfile::TempDir {
+    synthetic_run_in("{ subnet: 10.90.0.0/24 }", extra, ends)
+}
+
+/// As [`synthetic_run_with`], with `network` (a YAML flow mapping) as the suite's network.
+fn synthetic_run_in(network: &str, extra: &str, ends: &[(&str, &str, Option<i64>, &str)]) -> tempfile::TempDir {
     let suite = format!(
-        "name: outcomes\nnetwork: {{ subnet: 10.90.0.0/24 }}\nvms:\n  - {{ name: old, kernel: {{ debian: \"5.10\" }}, address: 10.90.0.2 }}\n  - {{ name: new, kernel: {{ debian: \"6.12\" }}, address: 10.90.0.3 }}\nmeasure:\n  - name: mount\n    on: [old, new]\n    repeat: 1\n    run: mount -t nfs -o proto=udp 10.90.0.9:/srv/export /mnt\n    {extra}\n"
+        "name: outcomes\nnetwork: {network}\nvms:\n  - {{ name: old, kernel: {{ debian: \"5.10\" }}, address: 10.90.0.2 }}\n  - {{ name: new, kernel: {{ debian: \"6.12\" }}, address: 10.90.0.3 }}\nmeasure:\n  - name: mount\n    on: [old, new]\n    repeat: 1\n    run: mount -t nfs -o proto=udp 10.90.0.9:/srv/export /mnt\n    {extra}\n"
     );
     let root = support::repo_root();
     let file = vmrepro::schema::load::parse_suite(&root.join("suites/outcomes.yaml"), suite).expect("suite");
@@ -281,6 +286,97 @@ fn ran(status: i32) -> String {
     let m = vmrepro::measure::script::SECTION_MARKER;
     let exited = if status == 0 { String::new() } else { format!("Command exited with non-zero status {status}\n") };
     format!("{m}time\n{exited}0.00user 0.01system 0:00.05elapsed 20%CPU (0avgtext+0avgdata 2048maxresident)k\n0inputs+0outputs (0major+90minor)pagefaults 0swaps\n")
+}
+
+/// An Ethernet/IPv4/UDP frame from `src` port 800 to `dst` port 2049 (or back, for a
+/// reply) holding the RPC message of 32-bit words `words`.
+fn rpc_frame(src: [u8; 4], dst: [u8; 4], reply: bool, words: &[u32]) -> Vec<u8> {
+    let payload: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+    let (sport, dport) = if reply { (2049, 800) } else { (800, 2049) };
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4(src, dst, 64)
+        .udp(sport, dport);
+    let mut out = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut out, &payload).unwrap();
+    out
+}
+
+/// The wire's counters of each measured iteration come from the frames its step wrote
+/// (`capture_bytes` in run.json), are kept in results.json, and can be the verdict's
+/// metric: here an NFSv3 READ sent three times on `old` (and an earlier call outside the
+/// iteration, not counted), once on `new`.
+#[test]
+fn wire_counters_per_iteration_are_derived_from_the_saved_capture() {
+    let (client, server) = ([10, 90, 0, 2], [10, 90, 0, 9]);
+    let read = |xid: u32| vec![xid, 0, 2, 100003, 3, 6, 0, 0, 0, 0];
+    let answer = |xid: u32| vec![xid, 1, 0, 0, 0, 0];
+    let dir = synthetic_run_in(
+        "{ subnet: 10.90.0.0/24, capture: measured }",
+        "compare: wire.rpc.retransmissions\n    table: [wire.rpc.calls, wire.rpc.wait_max_ms]",
+        &[("old", "passed", Some(0), &ran(0)), ("new", "passed", Some(0), &ran(0))],
+    );
+    // Per VM: (stamp in µs, frame bytes).
+    type Frames = Vec<(u64, Vec<u8>)>;
+    let frames: [(&str, Frames); 2] = [
+        (
+            "old",
+            vec![
+                (1_000_000, rpc_frame(client, server, false, &read(7))),
+                (5_000_000, rpc_frame(client, server, false, &read(8))),
+                (5_700_000, rpc_frame(client, server, false, &read(8))),
+                (7_100_000, rpc_frame(client, server, false, &read(8))),
+                (7_100_400, rpc_frame(server, client, true, &answer(8))),
+            ],
+        ),
+        (
+            "new",
+            vec![
+                (2_000_000, rpc_frame(client, server, false, &read(9))),
+                (2_000_300, rpc_frame(server, client, true, &answer(9))),
+            ],
+        ),
+    ];
+    let mut run: Value = read_json(&dir.path().join("run.json"));
+    for (i, (vm, frames)) in frames.iter().enumerate() {
+        let mut w = pcap_file::pcap::PcapWriter::new(Vec::new()).unwrap();
+        // After the 24-byte file header each frame takes a 16-byte record header and
+        // its bytes; on `old` the iteration starts at the second frame.
+        let skip = usize::from(*vm == "old");
+        let from = 24 + frames[..skip].iter().map(|(_, d)| 16 + d.len() as u64).sum::<u64>();
+        for (t, data) in frames {
+            let p = pcap_file::pcap::PcapPacket::new(std::time::Duration::from_micros(*t), data.len() as u32, data);
+            w.write_packet(&p).unwrap();
+        }
+        let bytes = w.into_writer();
+        std::fs::write(dir.path().join(format!("vms/{vm}/capture.pcap")), &bytes).unwrap();
+        let v = &mut run["vms"][i];
+        v["capture"] = serde_json::json!({"file": format!("vms/{vm}/capture.pcap"), "bytes": bytes.len(),
+            "max_bytes": 67108864, "measured_only": true});
+        v["steps"][0]["capture_bytes"] = serde_json::json!([from, bytes.len()]);
+    }
+    std::fs::write(dir.path().join("run.json"), serde_json::to_string(&run).unwrap()).unwrap();
+
+    let a = analyse_dir(dir.path()).expect("analyse");
+    let r = &a.results.measurements[0];
+    assert_eq!(r.problems, Vec::<String>::new());
+    assert_eq!(r.metric, "wire.rpc.retransmissions");
+    let old = &r.vm("old").unwrap().iterations[0].wire;
+    assert_eq!((old["wire.rpc.calls"], old["wire.rpc.retransmissions"], old["wire.rpc.replies"]), (1.0, 2.0, 1.0));
+    assert_eq!(old["wire.rpc.wait_max_ms"], 1400.0);
+    assert_eq!(r.vm("old").unwrap().metric.as_ref().map(|s| s.median), Some(2.0));
+    assert_eq!(r.vm("new").unwrap().iterations[0].wire["wire.rpc.retransmissions"], 0.0);
+    let results = serde_json::to_value(&a.results).unwrap();
+    assert_eq!(results["measurements"][0]["vms"][1]["iterations"][0]["wire"]["wire.rpc.calls"], 1.0);
+
+    // The capture stopped before the iteration: no counters, a problem (its metric is
+    // a wire counter), and the run's note stays in run.json.
+    run["vms"][0]["steps"][0]["capture_bytes"] = Value::Null;
+    run["vms"][0]["capture"]["stopped"] = "stopped at 70000 bytes: network.capture_max_bytes is 65536".into();
+    std::fs::write(dir.path().join("run.json"), serde_json::to_string(&run).unwrap()).unwrap();
+    let a = analyse_dir(dir.path()).expect("analyse");
+    let r = &a.results.measurements[0];
+    assert!(r.vm("old").unwrap().iterations[0].wire.is_empty());
+    assert_eq!(r.problems, vec!["old: mount-1: no capture of this iteration".to_string()]);
 }
 
 #[test]
