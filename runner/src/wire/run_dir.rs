@@ -113,11 +113,6 @@ impl Capture {
         Ok(Some(Capture { frames: read_capture_in(&folder, &rel)? }))
     }
 
-    /// The capture of its frames alone (for tests and fixtures).
-    pub fn of_frames(frames: Vec<Frame>) -> Capture {
-        Capture { frames }
-    }
-
     /// The summary of the frames whose records start in the bytes `[from, to)` of the
     /// file (an iteration's `capture_bytes`): decoded on their own, so a call belongs
     /// to the iteration whose frames hold it, and a datagram is lost when a fragment of
