@@ -145,7 +145,7 @@ pub fn timeline_svg(v: &VmWire) -> String {
     let _ = writeln!(o, "<text x=\"{LEFT:.0}\" y=\"34\" fill=\"#57606a\">{}</text>", escape(&shown));
     let _ = writeln!(
         o,
-        "<text x=\"{LEFT:.0}\" y=\"50\" fill=\"#57606a\"><tspan fill=\"{SEND}\">\u{25cf} first send</tspan>  <tspan fill=\"{RESEND}\">\u{25cf} resend, bar: wait before it (ms)</tspan>  <tspan fill=\"{REPLY}\">| first reply</tspan>  <tspan fill=\"{LOST}\">\u{00d7} no reply</tspan></text>"
+        "<text x=\"{LEFT:.0}\" y=\"50\" fill=\"#57606a\"><tspan fill=\"{SEND}\">\u{25cf} first send</tspan><tspan dx=\"14\" fill=\"{RESEND}\">\u{25cf} resend, bar: wait before it (ms)</tspan><tspan dx=\"14\" fill=\"{REPLY}\">| first reply</tspan><tspan dx=\"14\" fill=\"{LOST}\">\u{00d7} no reply</tspan></text>"
     );
     // Grid and ticks.
     let mut t = axis.lo;
