@@ -24,7 +24,7 @@ pub const TIMELINE_ROWS: usize = 40;
 
 const WIDTH: f64 = 960.0;
 const LEFT: f64 = 230.0;
-const RIGHT: f64 = 150.0;
+const RIGHT: f64 = 190.0;
 const TOP: f64 = 64.0;
 const ROW: f64 = 18.0;
 const BOTTOM: f64 = 44.0;
@@ -50,6 +50,8 @@ pub fn wire_section(a: &Analysis) -> Option<Section> {
         "Each captured VM's traffic as QEMU's filter-dump saw it on the VM's netdev, outside the guest and after the guest's own netem: a frame a VM's netem dropped is in no capture. The capture spans the whole run (boot, mounts and every repeat). Per RPC procedure: distinct calls (XIDs), sends after a call's first (retrans), calls answered, first send to first whole reply in ms; then datagrams with a missing fragment and the ten longest waits before a resend. `vmrepro wire RUN_DIR VM` prints the same."
             .into(),
     ));
+    // One time scale for every VM, so their waits compare by eye.
+    let until_s = vms.iter().map(|v| TimeAxis::of(&timeline_rows(&v.summary), v.start_us, 0.0).hi).fold(0.0, f64::max);
     for v in &vms {
         let measurements: Vec<&str> = a
             .results
@@ -65,7 +67,7 @@ pub fn wire_section(a: &Analysis) -> Option<Section> {
         };
         s.push(Block::Para(format!("VM {} ({within}), times in s since the capture's first frame:", v.vm)));
         s.push(Block::Table(table::render(&v.vm, &v.summary, v.start_us)));
-        s.push(Block::Chart(timeline_svg(v)));
+        s.push(Block::Chart(timeline_svg_to(v, until_s)));
     }
     Some(s)
 }
@@ -94,11 +96,12 @@ struct TimeAxis {
 }
 
 impl TimeAxis {
-    fn of(rows: &[&CallTimeline], t0_us: u64) -> TimeAxis {
+    /// The axis over `rows`' sends and replies, reaching at least `until_s`.
+    fn of(rows: &[&CallTimeline], t0_us: u64, until_s: f64) -> TimeAxis {
         let secs = |us: u64| us.saturating_sub(t0_us) as f64 / 1e6;
         let times = rows.iter().flat_map(|c| c.sends_us.iter().copied().chain(c.reply_us)).map(secs);
         let (lo, hi) = times.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), t| (a.min(t), b.max(t)));
-        let (lo, hi) = if lo.is_finite() { (lo, hi.max(lo + 1e-3)) } else { (0.0, 1.0) };
+        let (lo, hi) = if lo.is_finite() { (lo, hi.max(lo + 1e-3).max(until_s)) } else { (0.0, until_s.max(1.0)) };
         let step = tick_step(hi - lo, 6.0);
         TimeAxis { lo: (lo / step).floor() * step, hi: ((hi / step).ceil() * step).max(lo + step), step }
     }
@@ -110,9 +113,15 @@ impl TimeAxis {
 
 /// One VM's timeline as an SVG element (see the module's docs).
 pub fn timeline_svg(v: &VmWire) -> String {
+    timeline_svg_to(v, 0.0)
+}
+
+/// [`timeline_svg`] with the time axis reaching at least `until_s` (seconds since the
+/// capture's first frame), so several VMs' timelines share one scale.
+pub fn timeline_svg_to(v: &VmWire, until_s: f64) -> String {
     let s = &v.summary;
     let rows = timeline_rows(s);
-    let axis = TimeAxis::of(&rows, v.start_us);
+    let axis = TimeAxis::of(&rows, v.start_us, until_s);
     let secs = |us: u64| us.saturating_sub(v.start_us) as f64 / 1e6;
     let bottom = TOP + ROW * rows.len().max(1) as f64;
     let height = bottom + BOTTOM;
@@ -215,7 +224,7 @@ fn write_call(o: &mut String, axis: &TimeAxis, secs: &dyn Fn(u64) -> f64, y: f64
             (xb - xa).max(0.5),
             escape(&format!("0x{:08x}: waited {} ms before send {}", c.xid, fmt_num(wait_ms), n + 2))
         );
-        if xb - xa > 40.0 {
+        if xb - xa > 26.0 {
             let _ = writeln!(
                 o,
                 "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"9\" fill=\"#8a4b00\">{}</text>",
@@ -304,7 +313,11 @@ mod tests {
             frame(3_100_400, udp(SERVER, CLIENT, 2049, 800, &reply(7))),
             frame(3_200_000, udp(CLIENT, SERVER, 800, 2049, &call(9, 100003, 3, 7, &[]))),
         ];
-        let svg = timeline_svg(&vm_wire(&frames));
+        let v = vm_wire(&frames);
+        let svg = timeline_svg(&v);
+        // Alone, the axis ends at the last mark (2.2 s); shared with a longer VM's, at its end.
+        assert!(svg.contains(">2.5</text>") && !svg.contains(">10</text>"), "{svg}");
+        assert!(timeline_svg_to(&v, 9.5).contains(">10</text>"));
         assert_eq!(svg.matches("class=\"send\"").count(), 3);
         assert_eq!(svg.matches("class=\"resend\" data-xid=\"7\"").count(), 2);
         assert_eq!(svg.matches("class=\"reply\"").count(), 2);
