@@ -4,8 +4,8 @@
 //! client to the same server), counted from `tshark -T fields -e rpc.xid -e
 //! rpc.msgtyp …`, equal ours ([`vmrepro::wire::summary::WireSummary`]).
 //!
-//! - `fixtures/wire/*.pcap`: captures recorded by real runs (see
-//!   fixtures/wire/README.md);
+//! - `fixtures/wire/*.pcap`: captures recorded by real runs, each checked when present
+//!   (none is recorded yet: no run with `capture: true` has been made here);
 //! - a synthetic capture built here with etherparse and pcap-file: a UDP call sent
 //!   three times, a reply that lost its middle fragment, a reply in three fragments
 //!   that all arrived, and TCP record marks split across segments, with a segment
