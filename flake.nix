@@ -55,8 +55,8 @@
       vmFreeTests = pkgs.rustPlatform.buildRustPackage (common // {
         pname = "vmrepro-vm-free-tests";
         doCheck = true;
-        cargoTestFlags = [ "--lib" "--test" "plans" "--test" "bad_suites" "--test" "parsers" "--test" "analyse" "--test" "publish" "--test" "kcidb" "--test" "hostile" "--test" "hostile_images" "--test" "repin" "--test" "flake" "--test" "readme" "--test" "schema" "--test" "fuzz_corpus" "--example" "rto_carryover_model" ];
-        nativeCheckInputs = [ pkgs.e2fsprogs ];
+        cargoTestFlags = [ "--lib" "--test" "plans" "--test" "bad_suites" "--test" "parsers" "--test" "analyse" "--test" "publish" "--test" "kcidb" "--test" "hostile" "--test" "hostile_images" "--test" "repin" "--test" "flake" "--test" "readme" "--test" "schema" "--test" "fuzz_corpus" "--test" "wire" "--example" "rto_carryover_model" ];
+        nativeCheckInputs = [ pkgs.e2fsprogs pkgs.wireshark-cli ];
         CI = "true";
       });
       flagship = pkgs.writeShellApplication {

@@ -29,6 +29,7 @@ in
   qemu = pkg "qemu";
   mmdebstrap = pkg "mmdebstrap";
   e2fsprogs = pkg "e2fsprogs";
+  wireshark-cli = pkg "wireshark-cli";
   kmod = pkg "kmod";
   iproute2 = pkg "iproute2";
   dpkg = pkg "dpkg";

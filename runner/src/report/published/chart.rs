@@ -47,7 +47,7 @@ fn colour(s: &Series) -> &'static str {
 }
 
 /// A "nice" tick step (1, 2 or 5 × 10^k) giving about `n` ticks over `range`.
-fn tick_step(range: f64, n: f64) -> f64 {
+pub(super) fn tick_step(range: f64, n: f64) -> f64 {
     if range <= 0.0 || !range.is_finite() {
         return 1.0;
     }
@@ -81,7 +81,7 @@ pub fn fmt_num(v: f64) -> String {
 }
 
 /// A tick label: as many decimals as the step needs.
-fn fmt_tick(t: f64, step: f64) -> String {
+pub(super) fn fmt_tick(t: f64, step: f64) -> String {
     let decimals = (-step.log10().floor()).max(0.0) as usize;
     format!("{t:.decimals$}")
 }

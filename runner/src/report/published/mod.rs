@@ -18,6 +18,7 @@ mod comparison;
 pub mod comparison_table;
 mod differences;
 pub mod document;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 
@@ -153,6 +154,7 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
         Some(network_section(a, env, vms)),
         Some(differences_section(a, env, vms)),
         Some(comparison_section(a, env, vms)),
+        wire::wire_section(a),
         Some(problems_section(a, env, vms)),
         Some(reproduce_section(a, env, vms)),
         Some(appendix_section(a, env, vms)),
