@@ -507,3 +507,31 @@ fn a_vm_whose_baseline_never_succeeded_says_why_it_was_not_compared() {
         "{table}"
     );
 }
+
+#[test]
+fn mount_options_granted_otherwise_are_shown_and_the_udp_note_only_where_udp_was_possible() {
+    let fixture = fixtures().into_iter().find(|p| p.ends_with("nfs-aa-same-kernel")).expect("nfs-aa-same-kernel");
+    let with_options = |options: &str| {
+        let dir = copy(&fixture);
+        let path = dir.path().join("plan.json");
+        let mut plan = read_json(&path);
+        plan["nfs_read"]["mount_options"] = options.into();
+        std::fs::write(&path, serde_json::to_string(&plan).unwrap()).unwrap();
+        let a = analyse_dir(dir.path()).expect("analyse");
+        (vmrepro::report::tables(&a), a.results.nfs_read.clone().expect("nfs_read results").notes)
+    };
+    // The recorded server grants at most 8192 bytes (the 2.4.19 profile).
+    let (table, notes) = with_options("vers=3,proto=tcp,rsize=1048576");
+    assert!(
+        table.contains("negotiated otherwise than asked, client-a: rsize 1048576 asked, 8192 negotiated"),
+        "{table}"
+    );
+    assert!(
+        table.lines().any(|l| l.contains("(client-a)") && l.ends_with("v3/tcp rsize=8192 wsize=8192 (not as asked)")),
+        "{table}"
+    );
+    assert!(notes.iter().all(|n| !n.contains("UDP")), "TCP asked for and granted: no UDP note: {notes:?}");
+    let (table, notes) = with_options("defaults");
+    assert!(!table.contains("negotiated otherwise"), "{table}");
+    assert!(notes.iter().any(|n| n.contains("CONFIG_NFS_DISABLE_UDP_SUPPORT")), "v3 left to negotiation: {notes:?}");
+}

@@ -181,7 +181,7 @@ fn plan_cost_tells_cached_from_missing_and_builds_nothing() {
     let k510 = catalog.kernels.iter().find(|k| k.series == "5.10").expect("5.10 pinned");
     let entry = cache.path().join("debs").join(&k510.sha256);
     std::fs::create_dir_all(&entry).unwrap();
-    std::fs::write(entry.join(&k510.filename.rsplit('/').next().unwrap()), vec![0u8; 4096]).unwrap();
+    std::fs::write(entry.join(k510.filename.rsplit('/').next().unwrap()), vec![0u8; 4096]).unwrap();
     let before = support::fingerprint(cache.path());
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_vmrepro"))
         .args(["plan", "--cost"])
