@@ -554,3 +554,80 @@ fn recorded_runs_under_the_mann_whitney_rule() {
         support::snapshot_settings().bind(|| insta::assert_snapshot!(format!("analyse__{name}__mann_whitney"), lines));
     }
 }
+
+#[test]
+fn a_report_of_compared_outcomes_speaks_of_outcomes_not_medians() {
+    let m = vmrepro::measure::script::SECTION_MARKER;
+    let setup_failed = format!("{m}setup\nmount.nfs: Protocol not supported\n{m}setup-exit\n32\n");
+    let dir =
+        synthetic_run("outcome", &[("old", "passed", Some(0), &ran(0)), ("new", "failed", Some(10), &setup_failed)]);
+    let a = analyse_dir(dir.path()).expect("analyse");
+    let r = &a.results.measurements;
+    let head = vmrepro::report::published::headline("outcomes", r);
+    assert_eq!(
+        head,
+        "[vmrepro] outcomes: different outcome of mount on new-release (new): setup failed (exit 32) ×1 vs exit 0 ×1 on old-release (old)"
+    );
+    let (base, cand) = (r[0].vm("old").unwrap(), r[0].vm("new").unwrap());
+    let line = vmrepro::report::published::summary_line(&r[0], base, cand);
+    assert_eq!(
+        line,
+        "mount.outcome: different outcome: new-release (new) vs old-release (old): setup failed (exit 32) ×1 vs exit 0 ×1"
+    );
+    vmrepro::report::published::write_analysed(&a).expect("report");
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(!md.contains("median"), "no medians in an outcome report:\n{md}");
+    let words = md.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains("Verdict rule (compare: outcome): a VM has the same outcome"), "{md}");
+
+    // Every VM ended alike: the headline says so, in outcomes.
+    let dir = synthetic_run("outcome", &[("old", "passed", Some(0), &ran(0)), ("new", "passed", Some(0), &ran(0))]);
+    let a = analyse_dir(dir.path()).unwrap();
+    assert_eq!(
+        vmrepro::report::published::headline("outcomes", &a.results.measurements),
+        "[vmrepro] outcomes: same outcome of mount on every VM: exit 0 ×1"
+    );
+}
+
+#[test]
+fn a_vm_whose_baseline_never_succeeded_says_why_it_was_not_compared() {
+    let dir = synthetic_run("elapsed_s", &[("old", "timed_out", None, ""), ("new", "passed", Some(0), &ran(0))]);
+    let a = analyse_dir(dir.path()).unwrap();
+    let table = vmrepro::report::tables(&a);
+    let row = table.lines().find(|l| l.contains("(new)")).expect("new's row");
+    assert!(row.contains("no baseline value"), "{table}");
+    assert!(
+        table.contains(
+            "not compared: new: baseline old has no counted value of elapsed_s (its iterations: timed out ×1)"
+        ),
+        "{table}"
+    );
+}
+
+#[test]
+fn mount_options_granted_otherwise_are_shown_and_the_udp_note_only_where_udp_was_possible() {
+    let fixture = fixtures().into_iter().find(|p| p.ends_with("nfs-aa-same-kernel")).expect("nfs-aa-same-kernel");
+    let with_options = |options: &str| {
+        let dir = copy(&fixture);
+        let path = dir.path().join("plan.json");
+        let mut plan = read_json(&path);
+        plan["nfs_read"]["mount_options"] = options.into();
+        std::fs::write(&path, serde_json::to_string(&plan).unwrap()).unwrap();
+        let a = analyse_dir(dir.path()).expect("analyse");
+        (vmrepro::report::tables(&a), a.results.nfs_read.clone().expect("nfs_read results").notes)
+    };
+    // The recorded server grants at most 8192 bytes (the 2.4.19 profile).
+    let (table, notes) = with_options("vers=3,proto=tcp,rsize=1048576");
+    assert!(
+        table.contains("negotiated otherwise than asked, client-a: rsize 1048576 asked, 8192 negotiated"),
+        "{table}"
+    );
+    assert!(
+        table.lines().any(|l| l.contains("(client-a)") && l.ends_with("v3/tcp rsize=8192 wsize=8192 (not as asked)")),
+        "{table}"
+    );
+    assert!(notes.iter().all(|n| !n.contains("UDP")), "TCP asked for and granted: no UDP note: {notes:?}");
+    let (table, notes) = with_options("defaults");
+    assert!(!table.contains("negotiated otherwise"), "{table}");
+    assert!(notes.iter().any(|n| n.contains("CONFIG_NFS_DISABLE_UDP_SUPPORT")), "v3 left to negotiation: {notes:?}");
+}

@@ -171,3 +171,35 @@ measure:
     let r1 = deps("bravo", &both.iterations.iter().find(|i| i.vm == "bravo" && i.number == 1).unwrap().step);
     assert!(!r1.iter().any(|d| d.contains(&format!("{}-", both.name))), "{r1:?}");
 }
+
+/// `plan --cost` against a cache folder of its own: the 5.10 package is there (an
+/// entry of 4 KiB), everything else is not; nothing is fetched or built.
+#[test]
+fn plan_cost_tells_cached_from_missing_and_builds_nothing() {
+    let cache = tempfile::tempdir().unwrap();
+    let catalog = vmrepro::infra::images::Catalog::load(&root().join("images")).unwrap();
+    let k510 = catalog.kernels.iter().find(|k| k.series == "5.10").expect("5.10 pinned");
+    let entry = cache.path().join("debs").join(&k510.sha256);
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(entry.join(k510.filename.rsplit('/').next().unwrap()), vec![0u8; 4096]).unwrap();
+    let before = support::fingerprint(cache.path());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vmrepro"))
+        .args(["plan", "--cost"])
+        .arg(root().join("suites/nfs-read-100mb.yaml"))
+        .env("VMREPRO_CACHE_DIR", cache.path())
+        .env("VMREPRO_QEMU", "/bin/false")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let line_of = |what: &str| text.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("{what}:\n{text}"));
+    let cached = line_of(&format!("package {} {}", k510.package, k510.version));
+    assert!(cached.trim_start().starts_with("cached") && cached.contains("MB, built"), "{text}");
+    let k61 = catalog.kernels.iter().find(|k| k.series == "6.1").unwrap();
+    let missing = line_of(&format!("package {} {}", k61.package, k61.version));
+    assert!(missing.trim_start().starts_with("fetch"), "{text}");
+    assert!(missing.contains(&format!("{:.1} MB to download", k61.size as f64 / 1e6)), "{text}");
+    assert!(line_of("rootfs bookworm-nfs").trim_start().starts_with("build"), "{text}");
+    assert!(text.contains("suite nfs-read-100mb: 11 image(s), 1 cached, 10 to fetch, build or save"), "{text}");
+    assert_eq!(support::fingerprint(cache.path()), before, "plan --cost changed the cache");
+}

@@ -156,6 +156,12 @@ pub(crate) enum Command {
     Plan {
         /// The suite file.
         suite: PathBuf,
+        /// Instead of the plan, print what the suite will fetch, build or save (kernel
+        /// packages, prepared and source-built kernels, root filesystems with their
+        /// packages, saved VM states) and what the cache already has, with sizes and
+        /// when each cached entry was built. Fetches and builds nothing.
+        #[arg(long)]
+        cost: bool,
     },
     /// Validate suite files without booting anything.
     Check {

@@ -127,7 +127,8 @@ pub(super) async fn dispatch(cli: Cli) -> i32 {
         }
         Command::Compare { run_a, run_b, budget } => publish::compare(&run_a, &run_b, &budget.budget()).await,
         Command::Export { kcidb: _, run_dir, output } => publish::export_kcidb(&run_dir, output.as_deref()),
-        Command::Plan { suite } => match load_or_exit(&suite, cli.images.as_deref()) {
+        Command::Plan { suite, cost: true } => images::cost(&suite, cli.images.as_deref(), &cache),
+        Command::Plan { suite, cost: false } => match load_or_exit(&suite, cli.images.as_deref()) {
             Ok((plan, _)) => {
                 outln!("{}", serde_json::to_string_pretty(&plan).expect("a plan serializes"));
                 exit::SUCCESS

@@ -366,3 +366,59 @@ pub(super) async fn build_images(suites: &[PathBuf], images: Option<&Path>, cach
         exit::INFRASTRUCTURE
     }
 }
+
+/// `vmrepro plan --cost SUITE`: what the suite will fetch, build or save before and
+/// while its VMs boot, and what the cache already has (see
+/// [`crate::infra::images::cost`]); fetches, builds and locks nothing.
+pub(super) fn cost(suite: &Path, images: Option<&Path>, cache: &Cache) -> i32 {
+    use crate::infra::images::cost::{suite_cost, Work};
+    let (plan, catalog) = match load_or_exit(suite, images) {
+        Ok(pc) => pc,
+        Err(code) => return code,
+    };
+    let vms: Vec<_> =
+        plan.vms.iter().map(|v| (v.name.clone(), v.kernel.clone(), v.rootfs_request(), v.memory_mib)).collect();
+    let items = suite_cost(&catalog, cache, &vms);
+    let cached = items.iter().filter(|i| i.cached).count();
+    outln!(
+        "suite {}: {} image(s), {cached} cached, {} to fetch, build or save (cache {}; nothing is fetched or built by `plan --cost`)",
+        plan.suite,
+        items.len(),
+        items.len() - cached,
+        cache.root().display()
+    );
+    let width = items.iter().map(|i| i.what.chars().count()).max().unwrap_or(0);
+    for i in &items {
+        let state = match (i.cached, i.work) {
+            (true, _) => "cached",
+            (false, Work::Fetch) => "fetch",
+            (false, Work::Build) => "build",
+            (false, Work::Save) => "save",
+        };
+        let size = match (i.disk_bytes, i.download_bytes) {
+            (Some(b), _) => gc::megabytes(b),
+            (None, Some(b)) => format!("{} to download", gc::megabytes(b)),
+            (None, None) => "size unknown".into(),
+        };
+        let mut when = i.age.map_or(String::new(), |a| format!(", built {} ago", gc::short_age(a)));
+        if let Some(s) = i.took_s {
+            when.push_str(&format!(" in {s:.1}s"));
+        }
+        outln!("  {state:<6}  {:<width$}  {size}{when}", i.what);
+        let key = i.entry.as_ref().map_or(String::new(), |(k, key)| format!("{k}/{}, ", &key[..16.min(key.len())]));
+        let how = if i.cached { String::new() } else { format!("; {}", i.how) };
+        outln!("  {:<6}  {key}for {}{how}", "", i.vms.join(", "));
+        if let Some(p) = &i.problem {
+            outln!("  {:<6}  problem: {p}", "");
+        }
+    }
+    let download: u64 = items.iter().filter_map(|i| i.download_bytes).sum();
+    let builds: Vec<&str> =
+        items.iter().filter(|i| !i.cached && i.work == Work::Build).map(|i| i.what.as_str()).collect();
+    outln!(
+        "to download: {}; to build: {}",
+        gc::megabytes(download),
+        if builds.is_empty() { "nothing".to_string() } else { builds.join(", ") }
+    );
+    exit::SUCCESS
+}

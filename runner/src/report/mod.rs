@@ -6,6 +6,7 @@
 //! folder's results.
 
 pub mod diff;
+pub mod hints;
 pub mod junit;
 pub mod published;
 pub mod snapshot;

@@ -84,7 +84,8 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
     let _ = writeln!(t, "measurement {}: {}{unit}{printed} ({better} is better)", m.name, m.metric);
     let show_elapsed = m.metric != "elapsed_s";
     let show_mbs = p.bytes.is_some() && m.metric != "throughput_mb_s";
-    let mut head = format!("{:<42} {:>12}", "kernel (vm)", format!("median {}", short(&m.metric)));
+    let (nw, vw) = widths(m);
+    let mut head = format!("{:<nw$} {:>12}", "kernel (vm)", format!("median {}", short(&m.metric)));
     if show_elapsed {
         head.push_str(&format!(" {:>9}", "median s"));
     }
@@ -94,16 +95,15 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
     for c in &p.table {
         head.push_str(&format!(" {:>w$}", c, w = c.len().max(8)));
     }
-    head.push_str(&format!(" {:>6} {:<20} {}", "ratio", "verdict", "outcomes"));
+    head.push_str(&format!(" {:>6} {:<vw$} {}", "ratio", "verdict", "outcomes"));
     let _ = writeln!(t, "{head}");
     for (group, v) in grouped(m) {
         if let Some(g) = group {
             let _ = writeln!(t, "{g}");
         }
-        let verdict =
-            if m.is_baseline(&v.vm) { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
+        let verdict = verdict_cell(m, v);
         let mut line = format!(
-            "{:<42} {:>12}",
+            "{:<nw$} {:>12}",
             format!("{} ({})", v.kernel_release, v.vm),
             v.metric.as_ref().map_or("-".into(), |s| fmt_value(s.median))
         );
@@ -121,7 +121,7 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
         }
         let exits: Vec<String> = v.outcomes.iter().map(short_outcome).collect();
         line.push_str(&format!(
-            " {:>6} {:<20} {}",
+            " {:>6} {:<vw$} {}",
             v.ratio_to_baseline.map_or("-".into(), |x| format!("{x:.2}")),
             verdict,
             exits.join(" ")
@@ -142,26 +142,83 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
         netem_line(&mut t, v);
     }
     outcome_lines(&mut t, m, p);
+    no_baseline_lines(&mut t, m);
+    for h in crate::report::hints::count_hints(m) {
+        let _ = writeln!(t, "{h}");
+    }
     for pr in &m.problems {
         let _ = writeln!(t, "problem: {pr}");
     }
     t
 }
 
+/// The widths of the name column (`kernel (vm)`, at least 42 so that tables of short
+/// names keep their layout) and of the verdict column (at least 20), so that long VM
+/// names, kernel releases and verdicts never push the later columns out of line.
+fn widths(m: &MeasurementResult) -> (usize, usize) {
+    let name = m.vms.iter().map(|v| format!("{} ({})", v.kernel_release, v.vm).chars().count()).max().unwrap_or(0);
+    let verdict = m.vms.iter().map(|v| verdict_cell(m, v).chars().count()).max().unwrap_or(0);
+    (name.max(42), verdict.max(20))
+}
+
+/// The verdict column of VM `v`: `baseline`, its verdict, `no baseline value` when its
+/// baseline has no counted iteration (why: [`no_baseline_lines`]), else `-`.
+fn verdict_cell(m: &MeasurementResult, v: &VmResult) -> String {
+    if m.is_baseline(&v.vm) {
+        return "baseline".into();
+    }
+    match (&v.verdict, baseline_without_values(m, v)) {
+        (Some(verdict), _) => verdict.clone(),
+        (None, Some(_)) => "no baseline value".into(),
+        (None, None) => "-".into(),
+    }
+}
+
+/// The baseline of candidate `v` when it has no counted value of the metric (every
+/// iteration failed, timed out or was not run), so `v` could not be compared.
+fn baseline_without_values<'a>(m: &'a MeasurementResult, v: &VmResult) -> Option<&'a VmResult> {
+    let base = m.vm(m.baseline_of(&v.vm))?;
+    (m.metric != OUTCOME_METRIC && v.verdict.is_none() && base.metric.is_none()).then_some(base)
+}
+
+/// Why VMs were not compared: per baseline without values, how its iterations ended,
+/// e.g. `not compared: new, newer: baseline old has no counted value of elapsed_s (its
+/// iterations: exit 1 ×3)`.
+fn no_baseline_lines(t: &mut String, m: &MeasurementResult) {
+    let mut by_base: Vec<(&VmResult, Vec<&str>)> = Vec::new();
+    for v in &m.vms {
+        let Some(base) = baseline_without_values(m, v).filter(|_| !m.is_baseline(&v.vm)) else { continue };
+        match by_base.iter_mut().find(|(b, _)| b.vm == base.vm) {
+            Some((_, vms)) => vms.push(&v.vm),
+            None => by_base.push((base, vec![&v.vm])),
+        }
+    }
+    for (base, vms) in by_base {
+        let ended = if base.outcomes.is_empty() { "none measured".to_string() } else { base.outcome_words() };
+        let _ = writeln!(
+            t,
+            "not compared: {}: baseline {} has no counted value of {} (its iterations: {ended})",
+            vms.join(", "),
+            base.vm,
+            m.metric
+        );
+    }
+}
+
 /// The table of a measurement that compares outcomes (`compare: outcome`).
 fn outcome_table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
     let mut t = String::new();
     let _ = writeln!(t, "measurement {}: outcome (how each iteration ended)", m.name);
-    let _ = writeln!(t, "{:<42} {:<20} outcomes", "kernel (vm)", "verdict");
+    let (nw, vw) = widths(m);
+    let _ = writeln!(t, "{:<nw$} {:<vw$} outcomes", "kernel (vm)", "verdict");
     for (group, v) in grouped(m) {
         if let Some(g) = group {
             let _ = writeln!(t, "{g}");
         }
-        let verdict =
-            if m.is_baseline(&v.vm) { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
+        let verdict = verdict_cell(m, v);
         let outcomes: Vec<String> = v.outcomes.iter().map(short_outcome).collect();
         let _ =
-            writeln!(t, "{:<42} {:<20} {}", format!("{} ({})", v.kernel_release, v.vm), verdict, outcomes.join(" "));
+            writeln!(t, "{:<nw$} {:<vw$} {}", format!("{} ({})", v.kernel_release, v.vm), verdict, outcomes.join(" "));
     }
     outcome_lines(&mut t, m, p);
     for pr in &m.problems {

@@ -12,6 +12,7 @@
 pub mod buildlock;
 pub mod cache;
 pub mod catalog;
+pub mod cost;
 pub mod debian;
 pub mod error;
 pub mod gc;

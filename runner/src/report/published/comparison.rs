@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use super::comparison_table::{self, Row};
-use crate::measure::analysis::{metric_value, IterationResult, MeasurementResult, VmResult};
+use crate::measure::analysis::{metric_value, IterationResult, MeasurementResult, VmResult, OUTCOME_METRIC};
 use crate::measure::stats::{summarize, Summary, Verdict};
 
 /// Unit of a metric for labels.
@@ -62,11 +62,18 @@ pub(super) fn who(v: &VmResult) -> String {
 /// test robot's words ("noticed a -34.6% regression of stress-ng.….ops_per_sec on"),
 /// the change of the metric's median, signed, e.g. `[vmrepro] nfs-udp-rto-carryover:
 /// +247.8% regression of nfs-read.elapsed_s on 6.1.176-vmrepro (mainline)`, or `no
-/// change beyond noise`.
+/// change beyond noise`. A `compare: outcome` measurement speaks of outcomes
+/// ([`outcome_headline`]), and comes first when a VM's outcome differs.
 pub fn headline(suite: &str, measurements: &[MeasurementResult]) -> String {
+    let outcomes: Vec<&MeasurementResult> = measurements.iter().filter(|m| m.metric == OUTCOME_METRIC).collect();
+    let differs = |m: &&&MeasurementResult| m.vms.iter().any(|v| v.verdict.as_deref() == Some(DIFFERENT));
+    if let Some(m) = outcomes.iter().find(differs).or(outcomes.first().filter(|_| outcomes.len() == measurements.len()))
+    {
+        return format!("[vmrepro] {suite}: {}", outcome_headline(m));
+    }
     let mut best: Option<(Direction, f64, String)> = None;
     for m in measurements {
-        for c in m.vms.iter().filter(|v| !m.is_baseline(&v.vm)) {
+        for c in m.vms.iter().filter(|v| m.metric != OUTCOME_METRIC && !m.is_baseline(&v.vm)) {
             let Some(base) = m.vm(m.baseline_of(&c.vm)) else { continue };
             let d = direction(c);
             let Some(p) = pct(base, c) else { continue };
@@ -89,14 +96,58 @@ pub fn headline(suite: &str, measurements: &[MeasurementResult]) -> String {
             format!("[vmrepro] {suite}: {p:+.1}% {word} of {what}")
         }
         None => {
-            let what = measurements.first().map(|m| format!(" in {}.{}", m.name, m.metric)).unwrap_or_default();
+            let what = measurements
+                .iter()
+                .find(|m| m.metric != OUTCOME_METRIC)
+                .map(|m| format!(" in {}.{}", m.name, m.metric))
+                .unwrap_or_default();
             format!("[vmrepro] {suite}: no change beyond noise{what}")
         }
     }
 }
 
-/// The summary line of candidate `c` against `base` in measurement `m`.
+/// The verdict of a VM whose outcomes are not its baseline's (`compare: outcome`).
+const DIFFERENT: &str = "different outcome";
+
+/// The headline of a `compare: outcome` measurement without the suite: the first VM
+/// whose outcomes differ from its baseline's, with both in words, e.g. `different
+/// outcome of mount on 6.12.48+deb13-cloud-amd64 (new): setup failed (exit 32) ×1 vs
+/// exit 0 ×1 on 5.10.0-35-cloud-amd64 (old)` (and how many more differ), else `same
+/// outcome of mount on every VM: exit 0 ×3`.
+pub fn outcome_headline(m: &MeasurementResult) -> String {
+    let differ: Vec<&VmResult> = m.vms.iter().filter(|v| v.verdict.as_deref() == Some(DIFFERENT)).collect();
+    let Some(c) = differ.first() else {
+        let mut words: Vec<String> = m.vms.iter().map(VmResult::outcome_words).collect();
+        words.dedup();
+        return match words.as_slice() {
+            [one] => format!("same outcome of {} on every VM: {one}", m.name),
+            _ => format!("same outcome of {} on every VM as on its baseline", m.name),
+        };
+    };
+    let base = m.vm(m.baseline_of(&c.vm)).map_or("-".into(), |b| format!("{} on {}", b.outcome_words(), who(b)));
+    let more = match differ.len() {
+        1 => String::new(),
+        n => format!(" (and {} more VM{})", n - 1, if n == 2 { "" } else { "s" }),
+    };
+    format!("different outcome of {} on {}: {} vs {base}{more}", m.name, who(c), c.outcome_words())
+}
+
+/// The summary line of candidate `c` against `base` in measurement `m`: for `compare:
+/// outcome` in outcomes (`mount.outcome: different outcome: new-release (new) vs
+/// old-release (old): setup failed (exit 32) ×1 vs exit 0 ×1`), else in medians.
 pub fn summary_line(m: &MeasurementResult, base: &VmResult, c: &VmResult) -> String {
+    if m.metric == OUTCOME_METRIC {
+        let verdict = c.verdict.clone().unwrap_or_else(|| "not compared".into());
+        return format!(
+            "{}.{}: {verdict}: {} vs {}: {} vs {}",
+            m.name,
+            m.metric,
+            who(c),
+            who(base),
+            c.outcome_words(),
+            base.outcome_words()
+        );
+    }
     let unit = m.unit.as_deref().unwrap_or(unit_of(&m.metric));
     let med = |v: &VmResult| v.metric.as_ref().map_or("-".into(), |s| comparison_table::fmt_value(s.median));
     let change = pct(base, c).map_or(String::new(), |p| format!(" ({p:+.1}%)"));

@@ -23,7 +23,7 @@ pub mod wire;
 use std::path::{Path, PathBuf};
 
 use crate::analyse::{analyse_dir, AnalyseError, Analysis};
-use crate::measure::analysis::metric_value;
+use crate::measure::analysis::{metric_value, MeasurementResult, OUTCOME_METRIC};
 use crate::path_io::Folder;
 use crate::run::environment::{self, Environment, KernelOrigin};
 use crate::run::record::RunDirError;
@@ -187,7 +187,12 @@ fn summary_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) ->
         about.push_str(&format!(", {repeats} repeat(s) per VM"));
     }
     about.push('.');
-    let mut rules: Vec<String> = a.plan.measurements.iter().map(|m| rule_words(&m.verdict)).collect();
+    let mut rules: Vec<String> = a
+        .plan
+        .measurements
+        .iter()
+        .map(|m| if m.metric.name == OUTCOME_METRIC { OUTCOME_RULE.to_string() } else { rule_words(&m.verdict) })
+        .collect();
     rules.dedup();
     for rule in rules {
         about.push(' ');
@@ -196,6 +201,9 @@ fn summary_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) ->
     s.push(Block::Para(about));
     s
 }
+
+/// The verdict rule of a `compare: outcome` measurement in one sentence.
+const OUTCOME_RULE: &str = "Verdict rule (compare: outcome): a VM has the same outcome when the way its repeats ended (exit statuses, signals, timeouts, setup failures), counted, is its baseline's, else a different outcome; times are not compared.";
 
 /// The verdict rule of a measurement in one sentence.
 fn rule_words(p: &crate::plan::measurement::VerdictPolicy) -> String {
@@ -363,6 +371,10 @@ fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm])
     let r = &a.results;
     let mut s = Section::new("Comparison");
     for m in &r.measurements {
+        if m.metric == OUTCOME_METRIC {
+            outcome_comparison(&mut s, m);
+            continue;
+        }
         let better = match m.better {
             Better::Lower => "lower is better",
             Better::Higher => "higher is better",
@@ -403,7 +415,8 @@ fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm])
             m.unit.as_deref().unwrap_or(unit_of(&m.metric)),
             &series,
         )));
-        let lines: Vec<String> = crate::report::text::verdict_lines(m).lines().map(str::to_string).collect();
+        let mut lines: Vec<String> = crate::report::text::verdict_lines(m).lines().map(str::to_string).collect();
+        lines.extend(crate::report::hints::count_hints(m));
         if !lines.is_empty() {
             s.push(Block::Items(lines));
         }
@@ -412,6 +425,24 @@ fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm])
         s.push(Block::Para("The suite has no measurement.".into()));
     }
     s
+}
+
+/// The comparison of a `compare: outcome` measurement: per VM how its repeats ended
+/// and its verdict against its baseline, no medians.
+fn outcome_comparison(s: &mut Section, m: &MeasurementResult) {
+    let n = m.vms.first().map_or(0, |v| v.outcomes.len());
+    s.push(Block::Para(format!(
+        "Measurement {}: compares outcomes (how each repeat ended: exit status, signal, timeout, setup failure), {n} repeat(s) per VM, {}. {OUTCOME_RULE}",
+        m.name,
+        m.baseline_words()
+    )));
+    let width = m.vms.iter().map(|v| who(v).chars().count()).max().unwrap_or(0).max("kernel (vm)".len());
+    let mut t = format!("{:<width$}  {:<18}  outcomes\n", "kernel (vm)", "verdict");
+    for v in &m.vms {
+        let verdict = if m.is_baseline(&v.vm) { "baseline".into() } else { v.verdict.clone().unwrap_or("-".into()) };
+        t.push_str(&format!("{:<width$}  {verdict:<18}  {}\n", who(v), v.outcome_words()));
+    }
+    s.push(Block::Table(t));
 }
 
 /// Steps that did not pass and problems.

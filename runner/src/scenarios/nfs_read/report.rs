@@ -6,6 +6,7 @@ use crate::path_io::{FileError, Folder, PathIo, MAX_OUTPUT_BYTES};
 use std::path::Path;
 
 use super::results::NfsResults;
+use crate::parse::procmounts::MountInfo;
 use crate::plan::nfs_read::NfsPlan;
 use crate::scenarios::preset::{PresetSection, RawOutput};
 
@@ -37,6 +38,9 @@ pub(crate) fn mounts_section(plan: Option<&NfsPlan>, n: &NfsResults) -> PresetSe
             p.file_name, p.file_bytes, p.export, p.mount_options
         ));
     }
+    for c in n.clients.iter().filter(|c| !c.negotiated_otherwise.is_empty()) {
+        paragraphs.push(format!("Negotiated otherwise than asked on {}: {}.", c.vm, c.negotiated_otherwise.join("; ")));
+    }
     paragraphs.extend(n.notes.iter().map(|note| format!("Note: {note}")));
     PresetSection { title: "NFS mounts".into(), table: t, paragraphs }
 }
@@ -58,6 +62,40 @@ pub(crate) fn differences(plan: Option<&NfsPlan>, n: &NfsResults, base: &str, ca
         }
     }
     d
+}
+
+/// The options asked for in `asked` (`mount -o`, e.g. `vers=4.1,rsize=1048576`) that
+/// the mount `got` (its `/proc/mounts` options) negotiated otherwise, each as `rsize
+/// 1048576 asked, 65536 negotiated`: `rsize`, `wsize`, `vers` (also `nfsvers`; `vers=4`
+/// is any 4.x) and the transport (`proto=`, `udp`, `tcp`). Options not asked for, and
+/// mounts whose options were not recorded, give none.
+pub fn negotiated_otherwise(asked: &str, got: &MountInfo) -> Vec<String> {
+    if got.options.is_empty() {
+        return Vec::new();
+    }
+    let get = |keys: &[&str]| {
+        asked.split(',').rev().find_map(|o| keys.iter().find_map(|k| o.trim().strip_prefix(k).map(str::to_string)))
+    };
+    let mut out = Vec::new();
+    let mut differs = |what: &str, asked: Option<String>, got: Option<String>, same: &dyn Fn(&str, &str) -> bool| {
+        if let Some(a) = asked {
+            let g = got.unwrap_or_else(|| "not shown".into());
+            if !same(&a, &g) {
+                out.push(format!("{what} {a} asked, {g} negotiated"));
+            }
+        }
+    };
+    let eq = |a: &str, g: &str| a == g;
+    differs("rsize", get(&["rsize="]), got.rsize.map(|x| x.to_string()), &eq);
+    differs("wsize", get(&["wsize="]), got.wsize.map(|x| x.to_string()), &eq);
+    let vers = |a: &str, g: &str| a == g || (!a.contains('.') && g.split('.').next() == Some(a));
+    differs("vers", get(&["vers=", "nfsvers="]), got.nfs_version.clone(), &vers);
+    let proto = asked.split(',').rev().find_map(|o| match o.trim() {
+        "udp" | "tcp" => Some(o.trim().to_string()),
+        o => o.strip_prefix("proto=").map(str::to_string),
+    });
+    differs("proto", proto, got.transport.clone(), &eq);
+    out
 }
 
 /// `nfs/<vm>/read-<N>.txt` of measurement `name`, when the run folder `dir` has it.
@@ -92,6 +130,20 @@ pub fn option_difference(a: &str, b: &str) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::procmounts::mount_info;
+
+    #[test]
+    fn options_negotiated_otherwise_than_asked() {
+        let got = mount_info("s:/e /mnt nfs4 rw,vers=4.1,rsize=65536,wsize=1048576,proto=tcp,timeo=600 0 0", None);
+        assert_eq!(
+            negotiated_otherwise("vers=4.1,rsize=1048576,wsize=1048576,udp", &got),
+            ["rsize 1048576 asked, 65536 negotiated", "proto udp asked, tcp negotiated"]
+        );
+        assert_eq!(negotiated_otherwise("nfsvers=4,proto=tcp", &got), Vec::<String>::new(), "vers=4 is any 4.x");
+        assert_eq!(negotiated_otherwise("vers=4.2", &got), ["vers 4.2 asked, 4.1 negotiated"]);
+        assert_eq!(negotiated_otherwise("defaults", &got), Vec::<String>::new());
+        assert_eq!(negotiated_otherwise("rsize=8192", &MountInfo::default()), Vec::<String>::new(), "not recorded");
+    }
 
     #[test]
     fn mount_option_difference_leaves_out_what_both_have() {

@@ -61,6 +61,11 @@ pub struct NfsClient {
     pub mount: MountInfo,
     /// Its measured reads.
     pub reads: Vec<NfsRead>,
+    /// The options asked for that its mount (of its first read) negotiated otherwise,
+    /// e.g. `rsize 1048576 asked, 65536 negotiated`
+    /// ([`super::report::negotiated_otherwise`]); empty when all were granted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub negotiated_otherwise: Vec<String>,
 }
 
 /// One read's NFS facts (its numbers are in the measurement's iteration).
@@ -131,18 +136,12 @@ pub fn analyse(
                 op_stats(&it.raw.after, "READ").zip(op_stats(&it.raw.before, "READ")).map(|(a, b)| a.since(&b));
             reads.push(NfsRead { iteration: it.iteration, raw: rel, mount, rpc_read });
         }
-        clients.push(NfsClient {
-            vm: v.vm.clone(),
-            mount: reads.first().map(|r| r.mount.clone()).unwrap_or_default(),
-            reads,
-        });
+        let mount = reads.first().map(|r| r.mount.clone()).unwrap_or_default();
+        let negotiated_otherwise = super::report::negotiated_otherwise(plan.mount_options_of(&v.vm), &mount);
+        clients.push(NfsClient { vm: v.vm.clone(), mount, reads, negotiated_otherwise });
     }
     let mut notes = Vec::new();
-    // Only clients that left the transport to negotiation: one that asked for TCP got it.
-    let chose_transport =
-        |c: &str| plan.mount_options_of(c).split(',').any(|o| o.starts_with("proto=") || o == "udp" || o == "tcp");
-    let non_udp: Vec<&NfsClient> =
-        clients.iter().filter(|c| c.mount.transport.as_deref() != Some("udp") && !chose_transport(&c.vm)).collect();
+    let non_udp: Vec<&NfsClient> = clients.iter().filter(|c| udp_note_applies(plan, rec, c)).collect();
     if !non_udp.is_empty() {
         notes.push(format!(
             "mount options {:?}: {} negotiated NFS over {}. Debian's kernels are built with CONFIG_NFS_DISABLE_UDP_SUPPORT=y and cannot mount NFS over UDP, the transport of the report's 2003 setup; see the source-built kernel suites for UDP.",
@@ -166,24 +165,58 @@ pub fn analyse(
     Ok(NfsResults { server, file_bytes: plan.file_bytes, baseline: plan.baseline.clone(), clients, notes })
 }
 
+/// Whether the note on Debian kernels and UDP applies to client `c`: it booted a Debian
+/// kernel (`run.json`'s label of it), its mount is not over UDP although its options asked for UDP (`proto=udp`,
+/// `udp`) or left the transport to negotiation on NFSv2/v3 (where UDP is a transport the
+/// kernel could have chosen, the default of the 2.4/2.6 era). Not for NFSv4 mounts
+/// (never over UDP), nor for clients that asked for TCP.
+fn udp_note_applies(plan: &NfsPlan, rec: &RunRecord, c: &NfsClient) -> bool {
+    // `run.json` names a Debian kernel `kernel 6.1 (linux-image-…)` (its label), a
+    // source-built one `kernel linux-source-6.1 from source`.
+    let debian = rec.vm(&c.vm).is_some_and(|v| v.kernel.contains("(linux-image-"));
+    let Some(transport) = c.mount.transport.as_deref() else { return false };
+    let proto = plan.mount_options_of(&c.vm).split(',').rev().find_map(|o| match o.trim() {
+        "udp" | "tcp" => Some(o.trim()),
+        o => o.strip_prefix("proto="),
+    });
+    let v2_or_v3 = matches!(c.mount.nfs_version.as_deref(), Some("2" | "3"));
+    debian && transport != "udp" && (proto == Some("udp") || (proto.is_none() && v2_or_v3))
+}
+
 /// The comparison table printed at the end of a run of an `nfs_read` suite.
 pub fn table(r: &NfsResults, m: &MeasurementResult) -> String {
     let mut t = String::new();
     let opt = |v: Option<&Option<i64>>| v.copied().flatten().map_or("-".to_string(), |v| v.to_string());
+    let verdict_of = |v: &crate::measure::analysis::VmResult| {
+        if v.vm == r.baseline {
+            "baseline".to_string()
+        } else {
+            v.verdict.clone().unwrap_or("-".into())
+        }
+    };
+    let nw =
+        m.vms.iter().map(|v| format!("{} ({})", v.kernel_release, v.vm).chars().count()).max().unwrap_or(0).max(42);
+    let vw = m.vms.iter().map(|v| verdict_of(v).chars().count()).max().unwrap_or(0).max(20);
     let _ = writeln!(
         t,
-        "{:<42} {:>9} {:>7} {:>6} {:<20} {:>11} {:>11} {:>7}",
+        "{:<nw$} {:>9} {:>7} {:>6} {:<vw$} {:>11} {:>11} {:>7}",
         "kernel (client)", "median s", "MB/s", "ratio", "verdict", "reasm fail", "RPC retrans", "mount"
     );
     let client = |vm: &str| r.clients.iter().find(|c| c.vm == vm);
     for v in &m.vms {
-        let verdict = if v.vm == r.baseline { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
-        let mount = client(&v.vm).map_or(MountInfo::default(), |c| c.mount.clone());
-        let mount =
-            format!("v{}/{}", mount.nfs_version.as_deref().unwrap_or("?"), mount.transport.as_deref().unwrap_or("?"));
+        let verdict = verdict_of(v);
+        let c = client(&v.vm);
+        let info = c.map_or(MountInfo::default(), |c| c.mount.clone());
+        let mut mount =
+            format!("v{}/{}", info.nfs_version.as_deref().unwrap_or("?"), info.transport.as_deref().unwrap_or("?"));
+        if c.is_some_and(|c| !c.negotiated_otherwise.is_empty()) {
+            // Which options: the line `negotiated otherwise than asked` below the table.
+            let size = |x: Option<u64>| x.map_or("?".into(), |x| x.to_string());
+            mount.push_str(&format!(" rsize={} wsize={} (not as asked)", size(info.rsize), size(info.wsize)));
+        }
         let _ = writeln!(
             t,
-            "{:<42} {:>9} {:>7} {:>6} {:<20} {:>11} {:>11} {:>7}",
+            "{:<nw$} {:>9} {:>7} {:>6} {:<vw$} {:>11} {:>11} {:>7}",
             format!("{} ({})", v.kernel_release, v.vm),
             v.elapsed_s.as_ref().map_or("-".into(), |s| format!("{:.2}", s.median)),
             v.median_mb_s.map_or("-".into(), fmt_mb_s),
@@ -215,6 +248,12 @@ pub fn table(r: &NfsResults, m: &MeasurementResult) -> String {
             );
         }
         netem_line(&mut t, v);
+    }
+    for c in r.clients.iter().filter(|c| !c.negotiated_otherwise.is_empty()) {
+        let _ = writeln!(t, "negotiated otherwise than asked, {}: {}", c.vm, c.negotiated_otherwise.join("; "));
+    }
+    for h in crate::report::hints::count_hints(m) {
+        let _ = writeln!(t, "{h}");
     }
     for note in &r.notes {
         let _ = writeln!(t, "note: {note}");
