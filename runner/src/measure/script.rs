@@ -211,8 +211,8 @@ impl Clock {
     }
 
     /// Seconds from right before `run` to right after it (1 ns resolution; it includes
-    /// starting GNU time and `sh`, and one `date`: about a millisecond, the same on
-    /// every VM of one rootfs).
+    /// starting GNU time and `sh`, and one `date`: the same work on every VM of one
+    /// rootfs, tens of milliseconds under TCG).
     pub fn elapsed_s(&self) -> f64 {
         (self.end_ns - self.start_ns) as f64 / 1e9
     }
