@@ -19,12 +19,16 @@
 //!                confidence, interval [low, high] or null}, detectable {kind: change,
 //!                change (a fraction), by_floor} | {kind: too_few_repeats}},
 //!                verdict (words), totals {derived metric: sum or null}, exit_statuses[],
-//!     iterations[] iteration, step, status, exit_status, elapsed_s, user_s, system_s,
+//!     iterations[] iteration, step, status, exit_status, elapsed_s (the guest clock's
+//!                seconds of `run`, else GNU time's), gnu_time_elapsed_s, clock
+//!                {guest_start_ns, guest_end_ns, host_start_s, host_end_s}, user_s, system_s,
 //!                bytes, throughput_mb_s (MB = 10^6 bytes), metrics {derived: delta or null},
 //!                changed_counters {name: delta}, appeared_counters {name: value},
 //!                wire {wire.* counter: count or ms} (VMs with a capture: the frames of
 //!                the iteration's step, see docs/src/wire.md), remote [{vm, observer, sent_packets, dropped_packets}],
 //!                records {name: trimmed text}, counted
+//!   rounds[]     (concurrent measurements) round, iterations, start_spread_s, overlap_s,
+//!                longest_s, overlap (a fraction of the longest `run`)
 //!   problems[]   failed checks, unreadable outputs, unexpected exit statuses
 //! nfs_read       (suites with nfs_read) server {vm, kernel_release, profile {key: value}},
 //!                file_bytes, baseline, clients [{vm, mount {nfs_version, transport, rsize,
@@ -38,9 +42,11 @@
 //! ```
 //!
 //! Schema 4 added `measurements[].groups` (absent without them, so schema 3 results read
-//! as schema 4 unchanged). `iterations[].wire` came later within schema 4: it is absent
-//! without a capture, so results without it read as before, and a reader that does not
-//! know it ignores it.
+//! as schema 4 unchanged); later, still schema 4 (each absent in older results, which
+//! read unchanged, and ignored by a reader that does not know it):
+//! `iterations[].wire` (with a capture), `iterations[].gnu_time_elapsed_s`,
+//! `iterations[].clock` and `measurements[].rounds`, with `elapsed_s` from the guest
+//! clock when there is one.
 //!
 //! Schema 3 added `comparison.policy`, `comparison.test`, `comparison.detectable` and
 //! the verdict `undecided` (the Mann–Whitney rule of [`crate::measure::verdict`]);

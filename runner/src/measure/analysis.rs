@@ -2,13 +2,17 @@
 //!
 //! For every measured iteration ([`crate::plan::measurement::Iteration`], listed in the run's
 //! `plan.json`) the step's stdout (`vms/<vm>/NN-<step>.stdout`, named in `run.json`) is
-//! split into its sections ([`Sections`]); GNU time's report gives the elapsed, user
-//! and system seconds and `run`'s exit status; each observer's two outputs give counter
+//! split into its sections ([`Sections`]); the guest clock around `run` (section
+//! `clock`, [`Clock`]) gives the elapsed seconds (1 ns resolution; run folders without
+//! it: GNU time's, 10 ms) and where `run` was on the host's clock ([`RunClock`]); GNU
+//! time's report gives the user and system seconds and `run`'s exit status; each observer's two outputs give counter
 //! deltas ([`super::stats::delta`]) and the derived metrics of its kind; each remote observer's
 //! two steps give the packets its netem sent and dropped during the iteration; the
 //! checks are applied. Over a VM's iterations the metric is summarised and compared with
 //! the baseline VM's ([`super::stats::compare`]: median change over 10 % **and** separated
-//! ranges).
+//! ranges). A baseline whose values are 0 gives no ratio: its VMs' verdict says so
+//! ([`zero_baseline_words`]). For a concurrent measurement, each measured round's
+//! overlap ([`RoundOverlap`]) says how much of it its iterations ran together.
 //!
 //! Every iteration has an [`Outcome`]: `run`'s exit status or signal, a failed
 //! `setup`, a timeout, a crashed guest, or not run. An iteration whose `run` did not
@@ -23,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::observer::{derived_metrics, Observation};
 use super::script::{
-    Section, Sections, EXIT_SETUP_FAILED, EXIT_TEARDOWN_FAILED, METRIC_FILE_KEPT_BYTES, OUTPUT_KEPT_BYTES,
+    Clock, Section, Sections, EXIT_SETUP_FAILED, EXIT_TEARDOWN_FAILED, METRIC_FILE_KEPT_BYTES, OUTPUT_KEPT_BYTES,
 };
 use super::stats::{compare, delta, summarize, Comparison, Summary};
 use crate::parse::gnutime;
@@ -99,8 +103,16 @@ pub struct IterationResult {
     pub outcome: Outcome,
     /// `run`'s exit status (from GNU time: 0 unless it reported another).
     pub exit_status: Option<i32>,
-    /// Wall-clock seconds of `run` (GNU time).
+    /// Seconds of `run`: the guest clock's (section `clock`, 1 ns resolution), else
+    /// (run folders before it, or a clock that could not be read) GNU time's.
     pub elapsed_s: Option<f64>,
+    /// Seconds of `run` as GNU time reported them (10 ms resolution).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gnu_time_elapsed_s: Option<f64>,
+    /// When `run` started and ended, on the guest's clock and the host's (absent in run
+    /// folders before the clock section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<RunClock>,
     /// User CPU seconds of `run`.
     pub user_s: Option<f64>,
     /// System CPU seconds of `run`.
@@ -249,6 +261,101 @@ fn action_results(
     Ok(out)
 }
 
+/// When one iteration's `run` started and ended.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RunClock {
+    /// The guest's clock right before `run` (nanoseconds since the epoch, `date +%s%N`).
+    pub guest_start_ns: u64,
+    /// The guest's clock right after `run`.
+    pub guest_end_ns: u64,
+    /// Seconds after the run started (host monotonic clock) when `run` started: the
+    /// step's start plus the guest clock's time from the script's start to `run`'s (so
+    /// it is late by the guest agent's latency in starting the script, the same for
+    /// every VM of a run); absent when the step's start was not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_start_s: Option<f64>,
+    /// Likewise when `run` ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_end_s: Option<f64>,
+}
+
+impl RunClock {
+    /// `c`'s readings, placed on the host's clock by the step's start `step_started_s`
+    /// (seconds after the run started).
+    pub fn new(c: &Clock, step_started_s: Option<f64>) -> RunClock {
+        let (from, to) = c.offsets_s();
+        RunClock {
+            guest_start_ns: c.start_ns,
+            guest_end_ns: c.end_ns,
+            host_start_s: step_started_s.map(|s| s + from),
+            host_end_s: step_started_s.map(|s| s + to),
+        }
+    }
+}
+
+/// How much of one round of a concurrent measurement its iterations ran together,
+/// from their `run`s' times on the host's clock ([`RunClock`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RoundOverlap {
+    /// The measured round (1-based; warm-up rounds are not analysed).
+    pub round: u32,
+    /// The iterations of the round whose times are known (at least 2).
+    pub iterations: usize,
+    /// Seconds from the first `run`'s start to the last one's.
+    pub start_spread_s: f64,
+    /// Seconds during which every `run` of the round ran (0 when they did not all
+    /// meet).
+    pub overlap_s: f64,
+    /// Seconds of the round's longest `run`.
+    pub longest_s: f64,
+    /// `overlap_s / longest_s` (a fraction; 1 when the longest is 0).
+    pub overlap: f64,
+}
+
+impl std::fmt::Display for RoundOverlap {
+    /// `round 2: overlap 97 % of the longest iteration (3 VMs, starts within 4.1 ms)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "round {}: overlap {:.0} % of the longest iteration ({} VMs, starts within {})",
+            self.round,
+            self.overlap * 100.0,
+            self.iterations,
+            super::format::seconds_precise(self.start_spread_s)
+        )
+    }
+}
+
+/// The overlap of every measured round of `vms` (iterations with the same number) in
+/// which at least two iterations have host times.
+pub fn round_overlaps(vms: &[VmResult]) -> Vec<RoundOverlap> {
+    let mut rounds: BTreeMap<u32, Vec<(f64, f64)>> = BTreeMap::new();
+    for i in vms.iter().flat_map(|v| &v.iterations) {
+        if let Some(RunClock { host_start_s: Some(a), host_end_s: Some(b), .. }) = i.clock {
+            rounds.entry(i.iteration).or_default().push((a, b));
+        }
+    }
+    rounds
+        .into_iter()
+        .filter(|(_, spans)| spans.len() >= 2)
+        .map(|(round, spans)| {
+            let first = spans.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
+            let last = spans.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max);
+            let end = spans.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);
+            let longest = spans.iter().map(|s| s.1 - s.0).fold(0.0, f64::max);
+            let overlap_s = (end - last).max(0.0);
+            RoundOverlap {
+                round,
+                iterations: spans.len(),
+                start_spread_s: last - first,
+                overlap_s,
+                longest_s: longest,
+                overlap: if longest > 0.0 { overlap_s / longest } else { 1.0 },
+            }
+        })
+        .collect()
+}
+
 /// One measured VM over its iterations.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VmResult {
@@ -315,6 +422,10 @@ pub struct MeasurementResult {
     pub groups: Vec<crate::schema::measure::BaselineGroup>,
     /// Measured VMs in order.
     pub vms: Vec<VmResult>,
+    /// With `concurrent: true`: how much of each measured round its iterations ran
+    /// together (absent otherwise, and in results before the guest clock).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<RoundOverlap>,
     /// Checks that failed and outputs that could not be read.
     pub problems: Vec<String>,
 }
@@ -369,6 +480,7 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
         unit: metric_unit(m),
         baseline: m.baseline.clone(),
         groups: m.groups.clone(),
+        rounds: if m.concurrent { round_overlaps(&vms) } else { vec![] },
         vms,
         problems,
     })
@@ -514,16 +626,50 @@ fn compare_metric(m: &MeasurementPlan, vms: &mut [VmResult]) {
     };
     let bases: BTreeMap<String, Vec<f64>> =
         vms.iter().filter(|v| m.baseline_of(&v.vm) == v.vm).map(|v| (v.vm.clone(), oriented(values(v)))).collect();
+    let raw: BTreeMap<String, Vec<f64>> =
+        vms.iter().filter(|v| m.baseline_of(&v.vm) == v.vm).map(|v| (v.vm.clone(), values(v))).collect();
     for v in vms.iter_mut() {
         let base = bases.get(m.baseline_of(&v.vm)).cloned().unwrap_or_default();
-        if let Some(cmp) = compare(&oriented(values(v)), &base, &m.verdict) {
+        let mine = values(v);
+        if let Some(cmp) = compare(&oriented(mine.clone()), &base, &m.verdict) {
             v.ratio_to_baseline = Some(cmp.median_ratio);
             if v.vm != m.baseline_of(&v.vm) {
                 v.verdict = Some(verdict_text(&cmp, m.metric.is_speed()));
                 v.comparison = Some(cmp);
             }
+        } else if v.vm != m.baseline_of(&v.vm) {
+            let base = raw.get(m.baseline_of(&v.vm)).map_or(&[][..], Vec::as_slice);
+            v.verdict = zero_baseline_words(&m.metric.name, metric_unit(m).as_deref(), &mine, base);
         }
     }
+}
+
+/// Why values `candidate` and `baseline` of metric `metric` (in `unit`) have no ratio,
+/// when a zero is why: `baseline median is 0 ms: no ratio`, `a baseline value is 0 ms:
+/// no ratio`, `median is 0 ms: no ratio`; `None` when neither holds a 0 (no values at
+/// all, or not finite: the comparison is left out as before).
+pub fn zero_baseline_words(metric: &str, unit: Option<&str>, candidate: &[f64], baseline: &[f64]) -> Option<String> {
+    if candidate.is_empty() || baseline.is_empty() {
+        return None;
+    }
+    let zero = match metric {
+        "elapsed_s" | "user_s" | "system_s" => "0 ms".to_string(),
+        _ => unit.map_or("0".to_string(), |u| format!("0 {u}")),
+    };
+    let median = |xs: &[f64]| summarize(xs).map(|s| s.median);
+    let has_zero = |xs: &[f64]| xs.contains(&0.0);
+    let words = if median(baseline) == Some(0.0) {
+        format!("baseline median is {zero}: no ratio")
+    } else if has_zero(baseline) {
+        format!("a baseline value is {zero}: no ratio")
+    } else if median(candidate) == Some(0.0) {
+        format!("median is {zero}: no ratio")
+    } else if has_zero(candidate) {
+        format!("a value is {zero}: no ratio")
+    } else {
+        return None;
+    };
+    Some(words)
 }
 
 /// The unit of `m`'s verdict metric when it is the number `run` prints.
@@ -664,6 +810,15 @@ fn analyse_script(
         }
     };
     r.timed(m, &time, &who, problems);
+    match sections.get(Section::Clock).map(Clock::parse) {
+        // A run folder from before the clock section: GNU time's elapsed stays.
+        None => {}
+        Some(Ok(c)) => {
+            r.elapsed_s = Some(c.elapsed_s());
+            r.clock = Some(RunClock::new(&c, step.started_s));
+        }
+        Some(Err(e)) => problems.push(format!("{who}: section clock: {e}; the elapsed time is GNU time's (10 ms)")),
+    }
     if let (Some(om), true) = (&m.output_metric, r.counted) {
         match output_metric(om, &sections) {
             Ok(v) => {
@@ -752,6 +907,8 @@ impl IterationResult {
             outcome: Outcome::NotRun,
             exit_status: None,
             elapsed_s: None,
+            gnu_time_elapsed_s: None,
+            clock: None,
             user_s: None,
             system_s: None,
             bytes: None,
@@ -780,6 +937,7 @@ impl IterationResult {
             (None, None) => Outcome::NotRun,
         };
         self.elapsed_s = Some(time.elapsed_s);
+        self.gnu_time_elapsed_s = Some(time.elapsed_s);
         self.user_s = Some(time.user_s);
         self.system_s = Some(time.system_s);
         self.counted = true;
@@ -902,6 +1060,8 @@ mod tests {
             outcome: Outcome::Exited { status: 0 },
             exit_status: Some(0),
             elapsed_s: Some(2.5),
+            gnu_time_elapsed_s: Some(2.5),
+            clock: None,
             user_s: Some(0.1),
             system_s: Some(0.4),
             bytes: None,
@@ -945,6 +1105,68 @@ mod tests {
         assert_eq!(skipped.failure().as_deref(), Some("did not run: dependency server/x did not pass"));
         assert_eq!(ActionResult { status: StepStatus::Passed, ..a }.failure(), None);
         assert_eq!(Outcome::ActionFailed.to_string(), "action failed");
+    }
+
+    /// A VM whose iterations' `run`s ran at `spans` (host seconds).
+    fn vm_with(name: &str, spans: &[(f64, f64)]) -> VmResult {
+        let iterations = spans
+            .iter()
+            .enumerate()
+            .map(|(n, (a, b))| IterationResult {
+                iteration: n as u32 + 1,
+                clock: Some(RunClock {
+                    guest_start_ns: 0,
+                    guest_end_ns: 0,
+                    host_start_s: Some(*a),
+                    host_end_s: Some(*b),
+                }),
+                ..iteration()
+            })
+            .collect();
+        VmResult {
+            vm: name.into(),
+            kernel_release: String::new(),
+            iterations,
+            metric: None,
+            elapsed_s: None,
+            median_mb_s: None,
+            ratio_to_baseline: None,
+            comparison: None,
+            verdict: None,
+            totals: BTreeMap::new(),
+            exit_statuses: vec![],
+            outcomes: vec![],
+        }
+    }
+
+    #[test]
+    fn a_rounds_overlap_is_the_time_all_its_runs_shared_over_the_longest() {
+        let vms = [vm_with("a", &[(10.0, 12.0), (20.0, 21.0)]), vm_with("b", &[(10.1, 11.9), (21.5, 22.0)])];
+        let r = round_overlaps(&vms);
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].round, r[0].iterations), (1, 2));
+        assert!((r[0].overlap_s - 1.8).abs() < 1e-9 && (r[0].longest_s - 2.0).abs() < 1e-9, "{:?}", r[0]);
+        assert!((r[0].overlap - 0.9).abs() < 1e-9);
+        assert_eq!(r[0].to_string(), "round 1: overlap 90 % of the longest iteration (2 VMs, starts within 100.0 ms)");
+        // Round 2 did not meet: b started after a ended.
+        assert_eq!(r[1].overlap_s, 0.0);
+        assert!((r[1].start_spread_s - 1.5).abs() < 1e-9);
+        // One VM alone has no overlap to speak of.
+        assert!(round_overlaps(&vms[..1]).is_empty());
+    }
+
+    #[test]
+    fn a_zero_baseline_says_so_instead_of_no_verdict() {
+        let w = |c: &[f64], b: &[f64]| zero_baseline_words("elapsed_s", None, c, b);
+        assert_eq!(w(&[0.004], &[0.0, 0.0, 0.01]).as_deref(), Some("baseline median is 0 ms: no ratio"));
+        assert_eq!(w(&[0.004], &[0.0, 0.01, 0.01]).as_deref(), Some("a baseline value is 0 ms: no ratio"));
+        assert_eq!(w(&[0.0], &[0.01]).as_deref(), Some("median is 0 ms: no ratio"));
+        assert_eq!(w(&[0.01], &[0.01]), None);
+        assert_eq!(w(&[], &[0.0]), None, "nothing to compare is another story");
+        assert_eq!(
+            zero_baseline_words("iops", Some("IOPS"), &[5.0], &[0.0]).as_deref(),
+            Some("baseline median is 0 IOPS: no ratio")
+        );
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! every measured VM in order, one iteration step (the script of
 //! [`super::script::iteration_script`]) to that VM; with `concurrent: false` each
 //! iteration waits for the one before it, so one VM is measured at a time; with
-//! adaptive repeats and `concurrent: true`, each round waits for every VM's previous
-//! one (the stopping rule looks at whole rounds). Each remote
+//! `concurrent: true`, every iteration of a round (warm-up rounds too) waits for every
+//! iteration of the round before (and its `after` actions) to end, so that a round's
+//! iterations start together and a fast VM's later iterations never run alone (and
+//! the stopping rule of adaptive repeats sees whole rounds). Each remote
 //! observer adds a step to its VM before every iteration and one after the last; the
 //! plan records which remote steps surround which iteration
 //! ([`Iteration::remote`]), so the analysis never rebuilds step names. Each action of
@@ -33,6 +35,10 @@ use crate::plan::{names, netem, shell_quote, Dependency, StepKind, StepPlan, Unt
 /// `concurrent: true` they surround each round instead: the round's iterations wait
 /// for its `before` actions, its `after` actions for all of its iterations, and the
 /// next round's actions for those.
+///
+/// With `concurrent: true` every round is a barrier: each iteration of round `r + 1`
+/// waits for all of round `r` (its iterations, or its last `after` action) to end,
+/// directly or through the round's `before` actions.
 pub fn expand(
     m: &mut MeasurementPlan,
     vms: &mut [VmPlan],
@@ -53,32 +59,30 @@ pub fn expand(
     let place = |vms: &mut [VmPlan], when: When, vm: Option<&str>, step: &str, waits: Vec<Dependency>| {
         add_actions(&actions, vms, ActionSite { when, measured: vm, step, waits }, &m.name, timeout, origin)
     };
-    // Adaptive repeats decide after each whole round: concurrent VMs wait for it.
-    let barrier = m.concurrent && m.adaptive.is_some();
-    let mut last_round: Vec<Dependency> = vec![];
-    // With `concurrent: true` and actions: what the next round's first step waits for.
+    // With `concurrent: true`: what the next round's first steps wait for (the barrier
+    // between rounds): the last `after` action of the round, or all its iterations.
     let mut round_end: Vec<Dependency> = Vec::new();
     for round in 1..=m.warmup + m.repeat {
         let warmup = round <= m.warmup;
         let number = if warmup { round } else { round - m.warmup };
         let round_step = names::iteration(&m.name, warmup, number);
+        let barrier = std::mem::take(&mut round_end);
         let round_before = if m.concurrent {
-            let waits = after.iter().cloned().chain(round_end.drain(..)).collect();
+            let waits = after.iter().cloned().chain(barrier.iter().cloned()).collect();
             place(vms, When::Before, None, &round_step, waits)
         } else {
             vec![]
         };
         let first_of_round = m.iterations.len();
-        let mut this_round = vec![];
         for mv in &m.vms {
             let step = names::iteration(&m.name, warmup, number);
             let mut deps: Vec<Dependency> = after.to_vec();
             if !m.concurrent {
                 deps.extend(previous.clone());
             }
-            if barrier {
-                deps.extend(last_round.iter().cloned());
-                this_round.push(Dependency::ended(&mv.vm, &step));
+            // `before` actions already wait for the barrier; without them, the round does.
+            if round_before.is_empty() {
+                deps.extend(barrier.iter().cloned());
             }
             let readings = remote.before(vms, &mut m.iterations, &mv.vm, &step, previous, &mut deps);
             let mut its_actions = if m.concurrent {
@@ -116,7 +120,7 @@ pub fn expand(
                 actions: its_actions,
             });
         }
-        if m.concurrent && !actions.is_empty() {
+        if m.concurrent {
             let ended: Vec<Dependency> =
                 m.iterations[first_of_round..].iter().map(|i| Dependency::ended(&i.vm, &i.step)).collect();
             let done = place(vms, When::After, None, &round_step, ended.clone());
@@ -128,7 +132,6 @@ pub fn expand(
                 it.actions.extend(done.iter().cloned());
             }
         }
-        last_round = this_round;
     }
     remote.finish(vms, &mut m.iterations, previous);
 }
@@ -374,6 +377,25 @@ mod tests {
         }
         let m = &p.measurements[0];
         assert!(m.iterations.iter().all(|i| i.actions.len() == 3), "{:?}", m.iterations);
+    }
+
+    #[test]
+    fn every_concurrent_round_waits_for_the_whole_round_before_warmup_too() {
+        let p = plan("    concurrent: true\n    warmup: 1\n");
+        for vm in ["a", "b"] {
+            assert_eq!(waits(&p, vm, "m-warmup-1"), ["server:passed"]);
+            assert_eq!(waits(&p, vm, "m-1"), ["server:passed", "a/m-warmup-1:ended", "b/m-warmup-1:ended"]);
+            assert_eq!(waits(&p, vm, "m-2"), ["server:passed", "a/m-1:ended", "b/m-1:ended"]);
+        }
+    }
+
+    #[test]
+    fn concurrent_rounds_with_only_after_actions_wait_for_them() {
+        let p = plan("    concurrent: true\n    each: {after: [{on: server, run: a1}]}\n");
+        assert_eq!(waits(&p, "server", "action-after-1-m-1"), ["a/m-1:ended", "b/m-1:ended"]);
+        for vm in ["a", "b"] {
+            assert_eq!(waits(&p, vm, "m-2"), ["server:passed", "server/action-after-1-m-1:ended"]);
+        }
     }
 
     #[test]

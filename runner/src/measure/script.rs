@@ -15,7 +15,10 @@
 //! 2. the records with `when: before` (section `<name>`, stdout and stderr);
 //! 3. every observer (section `before-<observer>`), then `uname -r` (`uname`);
 //! 4. `run`, timed by GNU time (`/usr/bin/time -o`): its report in `time`, the command's
-//!    stdout and stderr (first 64 KiB each) in `stdout` and `stderr`;
+//!    stdout and stderr (first 64 KiB each) in `stdout` and `stderr`; the guest's clock
+//!    read (`date +%s%N`, nanoseconds) when the script started and right before and
+//!    after `run`, in `clock` ([`Clock`]): the elapsed time with a resolution of 1 ns
+//!    (GNU time's has 10 ms), and where in the step `run` was;
 //! 5. every observer again (section `<observer>`), the file of `metric: {from: {file:
 //!    PATH}}` (section `metric-file`, its first [`METRIC_FILE_KEPT_BYTES`]), then the
 //!    records with `when: after`;
@@ -55,6 +58,8 @@ pub enum Section<'a> {
     Uname,
     /// GNU time's report on `run`.
     Time,
+    /// The guest clock around `run` ([`Clock`]).
+    Clock,
     /// `run`'s stdout (first [`OUTPUT_KEPT_BYTES`]).
     Stdout,
     /// `run`'s stderr (first [`OUTPUT_KEPT_BYTES`]).
@@ -75,7 +80,7 @@ pub enum Section<'a> {
 
 /// Section names that a record may not take.
 pub const BUILTIN_SECTIONS: &[&str] =
-    &["setup", "uname", "time", "stdout", "stderr", "teardown", "setup-exit", "metric-file"];
+    &["setup", "uname", "time", "clock", "stdout", "stderr", "teardown", "setup-exit", "metric-file"];
 
 impl Section<'_> {
     /// The section's name in the script's output: `setup`, `before-netstat`, `netstat`, …
@@ -84,6 +89,7 @@ impl Section<'_> {
             Section::Setup => "setup".into(),
             Section::Uname => "uname".into(),
             Section::Time => "time".into(),
+            Section::Clock => "clock".into(),
             Section::Stdout => "stdout".into(),
             Section::Stderr => "stderr".into(),
             Section::Teardown => "teardown".into(),
@@ -114,7 +120,7 @@ pub fn iteration_script(
     s.push_str(&format!(
         "{SECTION_FN}() {{ r=$?; n=$(wc -c < \"$d/sec\"); printf '%s%s {LENGTH_KEY}%s\\n' '{SECTION_MARKER}' \"$1\" \"$((n))\"; cat \"$d/sec\"; echo; return $r; }}\n"
     ));
-    s.push_str(&format!("d=$(mktemp -d) || exit {EXIT_NO_TEMP}\n"));
+    s.push_str(&format!("{CLOCK_SCRIPT}=$({CLOCK_READ})\nd=$(mktemp -d) || exit {EXIT_NO_TEMP}\n"));
     s.push_str("trap 'rm -rf \"$d\"' EXIT\n");
     let teardown = commands.teardown.as_deref().map(shell_quote);
     if let Some(setup) = &commands.setup {
@@ -134,11 +140,14 @@ pub fn iteration_script(
         sec(&mut s, Section::Before(o.kind()), o.command());
     }
     sec(&mut s, Section::Uname, "uname -r");
+    s.push_str(&format!("{CLOCK_START}=$({CLOCK_READ})\n"));
     s.push_str(&format!(
         "/usr/bin/time -o \"$d/time\" sh -c {} > \"$d/stdout\" 2> \"$d/stderr\"\n",
         shell_quote(&commands.run)
     ));
+    s.push_str(&format!("{CLOCK_END}=$({CLOCK_READ})\n"));
     sec(&mut s, Section::Time, "cat \"$d/time\"");
+    sec(&mut s, Section::Clock, &format!("echo \"script=${CLOCK_SCRIPT} start=${CLOCK_START} end=${CLOCK_END}\""));
     for o in observers {
         sec(&mut s, Section::After(o.kind()), o.command());
     }
@@ -157,6 +166,61 @@ pub fn iteration_script(
         ));
     }
     s
+}
+
+/// How the iteration script reads the guest's clock: nanoseconds since the epoch
+/// (`CLOCK_REALTIME`, GNU coreutils' `date`, as every rootfs of `images/` has).
+/// `/proc/uptime` is monotonic but has 10 ms resolution, and the rootfs has no tool
+/// that prints `CLOCK_MONOTONIC`; the guests run no time daemon, so nothing steps the
+/// clock during a step (and a clock that went backwards is reported, see [`Clock`]).
+pub const CLOCK_READ: &str = "date +%s%N";
+
+/// Shell variables of the iteration script holding the clock readings.
+const CLOCK_SCRIPT: &str = "vmrepro_t0";
+const CLOCK_START: &str = "vmrepro_t1";
+const CLOCK_END: &str = "vmrepro_t2";
+
+/// The guest clock's readings of one iteration (section `clock`:
+/// `script=NS start=NS end=NS`, each [`CLOCK_READ`]'s nanoseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Clock {
+    /// When the script started.
+    pub script_ns: u64,
+    /// Right before `run` was started (before GNU time).
+    pub start_ns: u64,
+    /// Right after `run` (and GNU time) ended.
+    pub end_ns: u64,
+}
+
+impl Clock {
+    /// Parses section `clock`. Errors (in words, quoting the text): a reading is
+    /// missing or not a whole number of nanoseconds (a `date` without `%N` prints
+    /// `N`), or the clock went backwards.
+    pub fn parse(text: &str) -> Result<Clock, String> {
+        let value = |key: &str| -> Result<u64, String> {
+            let field = text.split_whitespace().find_map(|f| f.strip_prefix(key)?.strip_prefix('='));
+            field.and_then(|v| v.parse().ok()).ok_or_else(|| {
+                format!("the guest clock's reading {key} in {:?} is not a number of nanoseconds", text.trim())
+            })
+        };
+        let c = Clock { script_ns: value("script")?, start_ns: value("start")?, end_ns: value("end")? };
+        if c.start_ns < c.script_ns || c.end_ns < c.start_ns {
+            return Err(format!("the guest clock went backwards: {:?}", text.trim()));
+        }
+        Ok(c)
+    }
+
+    /// Seconds from right before `run` to right after it (1 ns resolution; it includes
+    /// starting GNU time and `sh`, and one `date`: the same work on every VM of one
+    /// rootfs, tens of milliseconds under TCG).
+    pub fn elapsed_s(&self) -> f64 {
+        (self.end_ns - self.start_ns) as f64 / 1e9
+    }
+
+    /// Seconds from the script's start to `run`'s start and end.
+    pub fn offsets_s(&self) -> (f64, f64) {
+        ((self.start_ns - self.script_ns) as f64 / 1e9, (self.end_ns - self.script_ns) as f64 / 1e9)
+    }
 }
 
 /// The shell function of the iteration script that prints one section.
@@ -275,6 +339,7 @@ mod tests {
                 "before-nfsstat",
                 "uname",
                 "time",
+                "clock",
                 "netstat",
                 "nfsstat",
                 "stdout",
@@ -298,6 +363,27 @@ mod tests {
         let script = iteration_script(&commands, &[], &[], None);
         let line = script.lines().find(|l| l.starts_with("/usr/bin/time")).unwrap();
         assert_eq!(line, "/usr/bin/time -o \"$d/time\" sh -c 'echo '\\''$(reboot)'\\''; echo \"x\"' > \"$d/stdout\" 2> \"$d/stderr\"");
+    }
+
+    #[test]
+    fn the_clock_section_gives_nanoseconds_and_refuses_what_is_not_a_reading() {
+        let c = Clock::parse("script=1000000000 start=1500000000 end=1503250000\n").unwrap();
+        assert_eq!(c.elapsed_s(), 0.00325);
+        assert_eq!(c.offsets_s(), (0.5, 0.50325));
+        let err = Clock::parse("script=1N start=1N end=2N").unwrap_err();
+        assert!(err.contains("script") && err.contains("1N"), "{err}");
+        assert!(Clock::parse("script=1 start=5 end=4").unwrap_err().contains("backwards"));
+        assert!(Clock::parse("script=1 start=5").unwrap_err().contains("end"));
+    }
+
+    #[test]
+    fn the_clock_is_read_right_around_run() {
+        let commands = Commands { setup: None, run: "stat /".into(), teardown: None };
+        let script = iteration_script(&commands, &[], &[], None);
+        let lines: Vec<&str> = script.lines().collect();
+        let run = lines.iter().position(|l| l.starts_with("/usr/bin/time")).unwrap();
+        assert_eq!(lines[run - 1], format!("{CLOCK_START}=$({CLOCK_READ})"));
+        assert_eq!(lines[run + 1], format!("{CLOCK_END}=$({CLOCK_READ})"));
     }
 
     /// `bytes` as a `printf` format that prints exactly them (every byte an octal escape).
@@ -380,6 +466,8 @@ mod tests {
             proptest::prop_assert_eq!(s.get(Section::SetupExit), None);
             proptest::prop_assert_eq!(s.get(Section::Teardown), Some(""));
             proptest::prop_assert!(s.get(Section::Uname).is_some_and(|u| !u.trim().is_empty()));
+            let clock = Clock::parse(s.text(Section::Clock));
+            proptest::prop_assert!(clock.is_ok(), "{:?}: {:?}", s.get(Section::Clock), clock);
         }
     }
 }

@@ -108,7 +108,10 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
             v.metric.as_ref().map_or("-".into(), |s| fmt_value(s.median))
         );
         if show_elapsed {
-            line.push_str(&format!(" {:>9}", v.elapsed_s.as_ref().map_or("-".into(), |s| format!("{:.2}", s.median))));
+            let median = |s: &crate::measure::stats::Summary| {
+                crate::measure::format::fmt_small(s.median).unwrap_or(format!("{:.2}", s.median))
+            };
+            line.push_str(&format!(" {:>9}", v.elapsed_s.as_ref().map_or("-".into(), median)));
         }
         if show_mbs {
             line.push_str(&format!(" {:>7}", v.median_mb_s.map_or("-".into(), fmt_mb_s)));
@@ -140,6 +143,9 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
             let _ = writeln!(t, "{}: {}", v.vm, moved.join(", "));
         }
         netem_line(&mut t, v);
+    }
+    for r in &m.rounds {
+        let _ = writeln!(t, "{r}");
     }
     outcome_lines(&mut t, m, p);
     no_baseline_lines(&mut t, m);
@@ -220,6 +226,9 @@ fn outcome_table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
         let _ =
             writeln!(t, "{:<nw$} {:<vw$} {}", format!("{} ({})", v.kernel_release, v.vm), verdict, outcomes.join(" "));
     }
+    for r in &m.rounds {
+        let _ = writeln!(t, "{r}");
+    }
     outcome_lines(&mut t, m, p);
     for pr in &m.problems {
         let _ = writeln!(t, "problem: {pr}");
@@ -297,9 +306,12 @@ fn short(metric: &str) -> &str {
     }
 }
 
-/// Whole numbers as they are, other values with two decimals.
+/// Whole numbers as they are, values below 0.1 with three significant digits (a
+/// few milliseconds), other values with two decimals.
 fn fmt_value(v: f64) -> String {
-    if v.fract() == 0.0 {
+    if let Some(small) = crate::measure::format::fmt_small(v) {
+        small
+    } else if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")

@@ -450,6 +450,10 @@ pub(super) async fn run_vm(
             s.started_s = Some(started);
         });
         rec.save()?;
+        // Its start again, after saving `run.json`: as near to the script's start as the
+        // host sees it (a measurement's rounds are placed on the host's clock from it).
+        let started = rec.t0.elapsed().as_secs_f64();
+        rec.set_step(&vp.name, idx, |s| s.started_s = Some(started));
         let stdin = match stdin_of(st) {
             Ok(s) => s,
             Err(e) => {

@@ -33,7 +33,9 @@ const CHANGE: usize = 10;
 
 /// A value as LKP prints it: whole numbers from 1000 up, else two decimals.
 pub fn fmt_value(v: f64) -> String {
-    if v.abs() >= 1000.0 || (v.fract() == 0.0 && v.abs() >= 10.0) {
+    if let Some(small) = crate::measure::format::fmt_small(v) {
+        small
+    } else if v.abs() >= 1000.0 || (v.fract() == 0.0 && v.abs() >= 10.0) {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")

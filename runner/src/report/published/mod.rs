@@ -387,6 +387,12 @@ fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm])
             m.unit.as_ref().map_or(String::new(), |u| format!(" in {u}, a number the measured command printed")),
             m.baseline_words()
         )));
+        if !m.rounds.is_empty() {
+            s.push(Block::Para(
+                "The VMs ran each round together (a barrier between rounds); how much of each round their measured commands overlapped:".into(),
+            ));
+            s.push(Block::Items(m.rounds.iter().map(ToString::to_string).collect()));
+        }
         for c in m.vms.iter().filter(|v| !m.is_baseline(&v.vm)) {
             let Some(base) = m.vm(m.baseline_of(&c.vm)) else { continue };
             let mut t = format!("baseline:  {}\ncandidate: {}\n\n", who(base), who(c));
