@@ -63,7 +63,7 @@ pub(super) fn who(v: &VmResult) -> String {
 /// the change of the metric's median, signed, e.g. `[vmrepro] nfs-udp-rto-carryover:
 /// +247.8% regression of nfs-read.elapsed_s on 6.1.176-vmrepro (mainline)`, or `no
 /// change beyond noise`. A `compare: outcome` measurement speaks of outcomes
-/// ([`outcome_headline`]), and comes first when a VM's outcome differs.
+/// (`outcome_headline`), and comes first when a VM's outcome differs.
 pub fn headline(suite: &str, measurements: &[MeasurementResult]) -> String {
     let outcomes: Vec<&MeasurementResult> = measurements.iter().filter(|m| m.metric == OUTCOME_METRIC).collect();
     let differs = |m: &&&MeasurementResult| m.vms.iter().any(|v| v.verdict.as_deref() == Some(DIFFERENT));

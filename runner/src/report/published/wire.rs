@@ -111,13 +111,9 @@ impl TimeAxis {
     }
 }
 
-/// One VM's timeline as an SVG element (see the module's docs).
-pub fn timeline_svg(v: &VmWire) -> String {
-    timeline_svg_to(v, 0.0)
-}
-
-/// [`timeline_svg`] with the time axis reaching at least `until_s` (seconds since the
-/// capture's first frame), so several VMs' timelines share one scale.
+/// One VM's timeline as an SVG element (see the module's docs), its time axis reaching
+/// at least `until_s` (seconds since the capture's first frame; 0 for its own extent),
+/// so several VMs' timelines share one scale.
 pub fn timeline_svg_to(v: &VmWire, until_s: f64) -> String {
     let s = &v.summary;
     let rows = timeline_rows(s);
@@ -314,7 +310,7 @@ mod tests {
             frame(3_200_000, udp(CLIENT, SERVER, 800, 2049, &call(9, 100003, 3, 7, &[]))),
         ];
         let v = vm_wire(&frames);
-        let svg = timeline_svg(&v);
+        let svg = timeline_svg_to(&v, 0.0);
         // Alone, the axis ends at the last mark (2.2 s); shared with a longer VM's, at its end.
         assert!(svg.contains(">2.5</text>") && !svg.contains(">10</text>"), "{svg}");
         assert!(timeline_svg_to(&v, 9.5).contains(">10</text>"));
@@ -347,7 +343,7 @@ mod tests {
         assert_eq!(rows.len(), TIMELINE_ROWS);
         assert!(rows.iter().any(|c| c.xid == 77));
         assert!(rows.windows(2).all(|w| w[0].sends_us[0] <= w[1].sends_us[0]));
-        let svg = timeline_svg(&v);
+        let svg = timeline_svg_to(&v, 0.0);
         assert!(svg.contains("40 of 100 calls shown, those sent most often first (1 calls were sent again)"), "{svg}");
         assert_eq!(svg.matches("class=\"send\"").count(), TIMELINE_ROWS);
     }
