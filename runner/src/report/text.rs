@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::analyse::Analysis;
-use crate::measure::analysis::{metric_value, MeasurementResult, Outcome, VmResult, OUTCOME_METRIC};
+use crate::measure::analysis::{metric_value, MeasurementResult, Outcome, VmResult, NO_COMPARISON, OUTCOME_METRIC};
 use crate::measure::format::{fmt_mb_s, netem_line};
 use crate::plan::measurement::MeasurementPlan;
 use crate::run::{RunRecord, StepStatus};
@@ -19,12 +19,23 @@ pub fn summary(rec: &RunRecord) -> String {
 /// that did not end as expected, …): a run that passed with problems is `Failed`, as
 /// its exit status says, with their count.
 pub fn summary_with_problems(rec: &RunRecord, problems: usize) -> String {
+    let why = (problems > 0).then(|| format!("{problems} problem{} below", if problems == 1 { "" } else { "s" }));
+    summary_failed_if(rec, why)
+}
+
+/// [`summary`] of a run whose folder could not be analysed (its exit status is a
+/// failure): a run that passed its steps is `Failed`, saying so.
+pub fn summary_not_analysed(rec: &RunRecord) -> String {
+    summary_failed_if(rec, Some("its results could not be analysed, see below".into()))
+}
+
+/// The summary, `Failed (why)` when the run's steps passed but `why` fails it: the
+/// headline says what the exit status says.
+fn summary_failed_if(rec: &RunRecord, why: Option<String>) -> String {
     let mut text = String::new();
     let t = &rec.timings;
-    let status = match (rec.status, problems) {
-        (crate::run::RunStatus::Passed, n) if n > 0 => {
-            format!("Failed ({n} problem{} below)", if n == 1 { "" } else { "s" })
-        }
+    let status = match (rec.status, why) {
+        (crate::run::RunStatus::Passed, Some(why)) => format!("Failed ({why})"),
         (other, _) => format!("{other:?}"),
     };
     let _ = writeln!(
@@ -100,8 +111,11 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
         if let Some(g) = group {
             let _ = writeln!(t, "{g}");
         }
-        let verdict =
-            if m.is_baseline(&v.vm) { "baseline".to_string() } else { v.verdict.clone().unwrap_or("-".into()) };
+        let verdict = if m.is_baseline(&v.vm) {
+            "baseline".to_string()
+        } else {
+            v.verdict.as_deref().map_or("-", |w| w.split(": ").next().unwrap_or(w)).to_string()
+        };
         let mut line = format!(
             "{:<42} {:>12}",
             format!("{} ({})", v.kernel_release, v.vm),
@@ -140,6 +154,11 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
             let _ = writeln!(t, "{}: {}", v.vm, moved.join(", "));
         }
         netem_line(&mut t, v);
+    }
+    for v in &m.vms {
+        if let Some(why) = v.verdict.as_deref().and_then(|w| w.strip_prefix(NO_COMPARISON)) {
+            let _ = writeln!(t, "{NO_COMPARISON} for {}{why}", v.vm);
+        }
     }
     outcome_lines(&mut t, m, p);
     for pr in &m.problems {
