@@ -238,6 +238,53 @@ fn hanging_step_times_out_and_the_other_vm_is_shut_down() {
     sb.assert_no_leftovers();
 }
 
+/// A measurement run one VM after another (issue 26 item 7): client-a's iteration
+/// hangs. The hang is client-a's, with what it printed so far and its diagnostics;
+/// client-b, which waited for it, still runs its iterations; the run fails on its
+/// problems, the suite line says so, and client-b's comparison says why there is none.
+#[test]
+fn a_hang_in_a_sequential_measurement_lands_on_the_vm_that_hung() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("sequential-hang");
+    let fin = sb.run(sb.command(&fixture("sequential-hang")), RUN_LIMIT);
+
+    assert_eq!(fin.code, vmrepro::exit::TEST_FAILURE, "a hung iteration is a test failure; output:\n{}", fin.output);
+    let headline = fin.output.lines().find(|l| l.starts_with("suite sequential-hang:")).unwrap_or_default();
+    assert!(headline.starts_with("suite sequential-hang: Failed ("), "the suite line: {headline:?}\n{}", fin.output);
+    let dir = sb.run_dir();
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(run["status"], "passed", "no infrastructure error: {:#}", run["error"]);
+    let hung = step(&run, "client-a", "hang-1");
+    assert_eq!(hung["status"], "timed_out", "the hang is charged to the VM that hung: {hung:#}");
+    assert_contains(hung["error"].as_str().unwrap_or_default(), "client-a", "the hang's error names its VM");
+    // Its output so far, in the iteration's sections.
+    let out = step_stdout(&dir, &run, "client-a", "hang-1");
+    assert_contains(&out, "begun on client-a", "the partial stdout");
+    let err_rel = hung["stderr"].as_str().expect("a stderr file");
+    let err = std::fs::read_to_string(dir.join(err_rel)).expect("readable");
+    assert_contains(&(out.clone() + &err), "to stderr on client-a", "the partial stderr");
+    // Its diagnostics: the kernel log from the iteration's start, the blocked tasks.
+    let diag = std::fs::read_to_string(dir.join(hung["diagnostics"].as_str().expect("diagnostics"))).expect("readable");
+    assert_contains(&diag, "== dmesg since the step began", "the log starts at the iteration");
+    let log = diag.split("== blocked tasks").next().unwrap_or_default();
+    let first = log.lines().nth(1).unwrap_or_default();
+    assert_contains(first, "vmrepro: iteration hang-1 begins", "the first kernel line is the iteration's mark");
+    assert_contains(&diag, "== blocked tasks", "the blocked tasks");
+    let later = step(&run, "client-a", "hang-2");
+    assert_eq!(later["status"], "skipped");
+    assert_contains(later["error"].as_str().unwrap_or_default(), "hang-1 hung", "why client-a's next one did not run");
+    // client-b waited for the hang and then ran both its iterations.
+    for n in ["hang-1", "hang-2"] {
+        assert_eq!(step(&run, "client-b", n)["status"], "passed", "client-b/{n}");
+    }
+    assert_contains(
+        &fin.output,
+        "no comparison for client-b: baseline client-a: 2 of 2 iterations failed (timed out ×1, not run ×1)",
+        "the comparison says why there is none",
+    );
+    sb.assert_no_leftovers();
+}
+
 #[test]
 fn qemu_killed_from_outside_is_noticed_at_once() {
     let _lock = vm_lock();

@@ -99,7 +99,7 @@ pub(super) async fn dispatch(cli: Cli) -> i32 {
                     exit_code(a.record.status, a.results.problems().len())
                 }
                 Err(e) => {
-                    out!("{}", crate::report::summary(&outcome.record));
+                    out!("{}", crate::report::summary_not_analysed(&outcome.record));
                     errln!("error: analysing {}: {e}", outcome.dir.display());
                     write_junit(junit.as_deref(), &crate::report::junit::junit(&outcome.record, None));
                     exit_code(outcome.record.status, 1)

@@ -164,7 +164,7 @@ pub(super) async fn replay(
             write_junit(junit, &crate::report::junit::junit(&a.record, Some(&a.results)));
         }
         None => {
-            out!("{}", crate::report::summary(&r.outcome.record));
+            out!("{}", crate::report::summary_not_analysed(&r.outcome.record));
             write_junit(junit, &crate::report::junit::junit(&r.outcome.record, None));
         }
     }

@@ -628,18 +628,29 @@ fn compare_metric(m: &MeasurementPlan, vms: &mut [VmResult]) {
         vms.iter().filter(|v| m.baseline_of(&v.vm) == v.vm).map(|v| (v.vm.clone(), oriented(values(v)))).collect();
     let raw: BTreeMap<String, Vec<f64>> =
         vms.iter().filter(|v| m.baseline_of(&v.vm) == v.vm).map(|v| (v.vm.clone(), values(v))).collect();
+    // Why a baseline gives no comparison, said on every VM compared with it.
+    let unusable_bases: BTreeMap<String, String> = vms
+        .iter()
+        .filter(|v| m.baseline_of(&v.vm) == v.vm)
+        .filter_map(|v| unusable("baseline", v, &values(v)).map(|why| (v.vm.clone(), why)))
+        .collect();
     for v in vms.iter_mut() {
         let base = bases.get(m.baseline_of(&v.vm)).cloned().unwrap_or_default();
-        let mine = values(v);
-        if let Some(cmp) = compare(&oriented(mine.clone()), &base, &m.verdict) {
+        let own = values(v);
+        if let Some(cmp) = compare(&oriented(own.clone()), &base, &m.verdict) {
             v.ratio_to_baseline = Some(cmp.median_ratio);
             if v.vm != m.baseline_of(&v.vm) {
                 v.verdict = Some(verdict_text(&cmp, m.metric.is_speed()));
                 v.comparison = Some(cmp);
             }
         } else if v.vm != m.baseline_of(&v.vm) {
-            let base = raw.get(m.baseline_of(&v.vm)).map_or(&[][..], Vec::as_slice);
-            v.verdict = zero_baseline_words(&m.metric.name, metric_unit(m).as_deref(), &mine, base);
+            // A zero is said plainly (`baseline median is 0 ms: no ratio`); else why.
+            let base_raw = raw.get(m.baseline_of(&v.vm)).map_or(&[][..], Vec::as_slice);
+            let why = zero_baseline_words(&m.metric.name, metric_unit(m).as_deref(), &own, base_raw)
+                .or_else(|| unusable_bases.get(m.baseline_of(&v.vm)).cloned())
+                .or_else(|| unusable("this VM", v, &own))
+                .unwrap_or_else(|| format!("baseline {} has no values", m.baseline_of(&v.vm)));
+            v.verdict = Some(format!("{NO_COMPARISON}: {why}"));
         }
     }
 }
@@ -670,6 +681,27 @@ pub fn zero_baseline_words(metric: &str, unit: Option<&str>, candidate: &[f64], 
         return None;
     };
     Some(words)
+}
+
+/// The verdict of a VM that could not be compared, before the reason
+/// (`no comparison: baseline client-a: 3 of 3 iterations failed (timed out ×3)`).
+pub const NO_COMPARISON: &str = "no comparison";
+
+/// Why `v`'s counted `values` of the verdict metric can't be compared (`role`: how the
+/// reason names it): there are none (its iterations failed, or gave no value, with
+/// their outcomes), or one that is 0 or not finite (a ratio to it is undefined). `None` when
+/// they can be.
+fn unusable(role: &str, v: &VmResult, values: &[f64]) -> Option<String> {
+    if values.is_empty() {
+        let n = v.iterations.len();
+        let ran = v.outcomes.iter().any(|o| matches!(o, Outcome::Exited { .. }));
+        let what = if ran { "gave no value" } else { "failed" };
+        return Some(format!("{role} {}: {n} of {n} iterations {what} ({})", v.vm, v.outcome_words()));
+    }
+    values
+        .iter()
+        .find(|x| !x.is_finite() || **x <= 0.0)
+        .map(|x| format!("{role} {}: a value is {x}, and a ratio to it is undefined", v.vm))
 }
 
 /// The unit of `m`'s verdict metric when it is the number `run` prints.
@@ -872,6 +904,10 @@ fn script_ran(
         }
         StepStatus::TimedOut => {
             r.outcome = Outcome::TimedOut;
+            // What `run` printed before the hang, as far as the guest kept it.
+            if step.stdout.is_some() {
+                r.raw.sections = Sections::split_bytes(&step.stdout_bytes(dir)?);
+            }
             false
         }
         StepStatus::Error => {
@@ -1138,6 +1174,51 @@ mod tests {
             outcomes: vec![],
         }
     }
+
+    fn vm_result(vm: &str, iterations: Vec<IterationResult>) -> VmResult {
+        VmResult {
+            vm: vm.into(),
+            kernel_release: "6.1.0-31-amd64".into(),
+            metric: None,
+            elapsed_s: None,
+            median_mb_s: None,
+            ratio_to_baseline: None,
+            comparison: None,
+            verdict: None,
+            totals: BTreeMap::new(),
+            exit_statuses: iterations.iter().map(|i| i.exit_status).collect(),
+            outcomes: iterations.iter().map(|i| i.outcome).collect(),
+            iterations,
+        }
+    }
+
+    #[test]
+    fn a_comparison_without_a_usable_baseline_says_why() {
+        let hung = IterationResult {
+            status: StepStatus::TimedOut,
+            outcome: Outcome::TimedOut,
+            counted: false,
+            elapsed_s: None,
+            ..iteration()
+        };
+        let not_run = IterationResult { status: StepStatus::Skipped, outcome: Outcome::NotRun, ..hung.clone() };
+        let base = vm_result("client-a", vec![hung.clone(), not_run.clone(), not_run]);
+        assert_eq!(
+            unusable("baseline", &base, &[]).as_deref(),
+            Some("baseline client-a: 3 of 3 iterations failed (timed out ×1, not run ×2)")
+        );
+        let silent = IterationResult { counted: false, ..iteration() };
+        assert_eq!(
+            unusable("this VM", &vm_result("b", vec![silent, iteration()]), &[]).as_deref(),
+            Some("this VM b: 2 of 2 iterations gave no value (exit 0 ×2)")
+        );
+        assert_eq!(
+            unusable("baseline", &vm_result("a", vec![iteration()]), &[0.0]).as_deref(),
+            Some("baseline a: a value is 0, and a ratio to it is undefined")
+        );
+        assert_eq!(unusable("baseline", &vm_result("a", vec![iteration()]), &[2.5]), None);
+    }
+
 
     #[test]
     fn a_rounds_overlap_is_the_time_all_its_runs_shared_over_the_longest() {

@@ -91,7 +91,7 @@ pub fn expand(
                 place(vms, When::Before, Some(&mv.vm), &step, deps.clone())
             };
             deps.extend(its_actions.iter().map(|a| Dependency::passed_else_skip(&a.vm, &a.step)));
-            let script = iteration_script(&mv.commands, &m.observers, &m.records, m.metric_file());
+            let script = iteration_script(&step, &mv.commands, &m.observers, &m.records, m.metric_file());
             let v = vm_index(vms, &mv.vm);
             vms[v].steps.push(
                 StepPlan::new(

@@ -8,8 +8,10 @@
 //! [`Sections::get`] reads them, so a misspelt section is a compile error, not an empty
 //! text at run time.
 //!
-//! One iteration, in order (every command runs with `/bin/sh -c` in the guest):
+//! One iteration, in order (every command runs with `/bin/sh -c` in the guest, its
+//! files in the folder [`iteration_dir`]):
 //!
+//! 0. a line in the kernel log ([`iteration_mark`]), where a hang's dmesg starts;
 //! 1. `setup` (section `setup`, stdout and stderr); if it fails: its exit status
 //!    (section `setup-exit`), `teardown`, exit 10;
 //! 2. the records with `when: before` (section `<name>`, stdout and stderr);
@@ -27,6 +29,9 @@
 //! The run command's own exit status does not fail the step: GNU time reports it
 //! ("Command exited with non-zero status N") and the analysis compares it with the
 //! measurement's `expect_exit`. Exit 9: the guest could not make a temp folder.
+//!
+//! When the iteration hangs, the runner reads `run`'s output so far from that folder
+//! ([`partial_output_script`]): the agent gives a process's output only once it ended.
 
 use std::collections::BTreeMap;
 
@@ -102,9 +107,50 @@ impl Section<'_> {
     }
 }
 
-/// The guest script of one iteration (see the module docs); `metric_file`: the file
-/// the measurement's metric is read from, if it is a file.
+/// The guest folder of iteration step `step`'s files (`stdout`, `stderr`, `time`, …),
+/// removed when the script exits.
+pub fn iteration_dir(step: &str) -> String {
+    format!("/tmp/vmrepro-iteration-{step}")
+}
+
+/// The line iteration step `step` writes into the guest's kernel log (`/dev/kmsg`) as
+/// it begins.
+pub fn iteration_mark(step: &str) -> String {
+    format!("vmrepro: iteration {step} begins")
+}
+
+/// The guest's kernel log device, where [`iteration_mark`] goes.
+const KMSG: &str = "/dev/kmsg";
+
+/// The guest script that prints what iteration step `step`'s `run` wrote so far to its
+/// stdout and stderr (the first [`OUTPUT_KEPT_BYTES`] of each), as the sections
+/// `stdout` and `stderr` of an iteration's output (empty when the iteration had not
+/// got that far). Run after the iteration timed out, while its command may still be
+/// running; exits 0.
+pub fn partial_output_script(step: &str) -> String {
+    let dir = shell_quote(&iteration_dir(step));
+    let head = |file: &str| format!("head -c {OUTPUT_KEPT_BYTES} \"$s/{file}\" 2>/dev/null");
+    format!(
+        "{}\ns={dir}\nd=$(mktemp -d) || exit {EXIT_NO_TEMP}\ntrap 'rm -rf \"$d\"' EXIT\n{}\n{}\nexit 0\n",
+        section_fn(),
+        framed(Section::Stdout, &head("stdout")),
+        framed(Section::Stderr, &head("stderr")),
+    )
+}
+
+/// The definition of the shell function `{SECTION_FN} NAME`, which prints the section
+/// kept in "$d/sec" with its length in bytes (so that no output can end or fake a
+/// section) and returns the status the command before it ended with.
+fn section_fn() -> String {
+    format!(
+        "{SECTION_FN}() {{ r=$?; n=$(wc -c < \"$d/sec\"); printf '%s%s {LENGTH_KEY}%s\\n' '{SECTION_MARKER}' \"$1\" \"$((n))\"; cat \"$d/sec\"; echo; return $r; }}"
+    )
+}
+
+/// The guest script of iteration step `step` (see the module docs); `metric_file`: the
+/// file the measurement's metric is read from, if it is a file.
 pub fn iteration_script(
+    step: &str,
     commands: &Commands,
     observers: &[Observer],
     records: &[Record],
@@ -117,10 +163,11 @@ pub fn iteration_script(
     // `{SECTION_FN} NAME` prints the section kept in "$d/sec" with its length in bytes
     // (so that no output can end or fake a section) and returns the status the
     // command before it ended with.
-    s.push_str(&format!(
-        "{SECTION_FN}() {{ r=$?; n=$(wc -c < \"$d/sec\"); printf '%s%s {LENGTH_KEY}%s\\n' '{SECTION_MARKER}' \"$1\" \"$((n))\"; cat \"$d/sec\"; echo; return $r; }}\n"
-    ));
-    s.push_str(&format!("{CLOCK_SCRIPT}=$({CLOCK_READ})\nd=$(mktemp -d) || exit {EXIT_NO_TEMP}\n"));
+    s.push_str(&format!("{}\n", section_fn()));
+    s.push_str(&format!("{CLOCK_SCRIPT}=$({CLOCK_READ})\n"));
+    s.push_str(&format!("echo {} 2>/dev/null > {KMSG} || :\n", shell_quote(&iteration_mark(step))));
+    let dir = shell_quote(&iteration_dir(step));
+    s.push_str(&format!("d={dir}; rm -rf \"$d\"; mkdir -p \"$d\" || exit {EXIT_NO_TEMP}\n"));
     s.push_str("trap 'rm -rf \"$d\"' EXIT\n");
     let teardown = commands.teardown.as_deref().map(shell_quote);
     if let Some(setup) = &commands.setup {
@@ -317,6 +364,7 @@ mod tests {
             Record { name: "bytes".into(), command: "wc -c < f".into(), when: When::After },
         ];
         let script = iteration_script(
+            "m-1",
             &commands,
             &[Observer::new(ObserverKind::named("netstat")), Observer::new(ObserverKind::named("nfsstat"))],
             &records,
@@ -360,7 +408,7 @@ mod tests {
     #[test]
     fn hostile_commands_stay_one_argument() {
         let commands = Commands { setup: None, run: "echo '$(reboot)'; echo \"x\"".into(), teardown: None };
-        let script = iteration_script(&commands, &[], &[], None);
+        let script = iteration_script("hostile-1", &commands, &[], &[], None);
         let line = script.lines().find(|l| l.starts_with("/usr/bin/time")).unwrap();
         assert_eq!(line, "/usr/bin/time -o \"$d/time\" sh -c 'echo '\\''$(reboot)'\\''; echo \"x\"' > \"$d/stdout\" 2> \"$d/stderr\"");
     }
@@ -379,7 +427,7 @@ mod tests {
     #[test]
     fn the_clock_is_read_right_around_run() {
         let commands = Commands { setup: None, run: "stat /".into(), teardown: None };
-        let script = iteration_script(&commands, &[], &[], None);
+        let script = iteration_script("clock-1", &commands, &[], &[], None);
         let lines: Vec<&str> = script.lines().collect();
         let run = lines.iter().position(|l| l.starts_with("/usr/bin/time")).unwrap();
         assert_eq!(lines[run - 1], format!("{CLOCK_START}=$({CLOCK_READ})"));
@@ -395,7 +443,7 @@ mod tests {
     /// Runs an iteration script with `sh` on the host, with GNU time taken out (the
     /// host may lack it; the `time` section is then empty), and returns its stdout.
     fn run_on_host(script: &str) -> Vec<u8> {
-        let script = script.replace("/usr/bin/time -o \"$d/time\" ", "");
+        let script = script.replace("/usr/bin/time -o \"$d/time\" ", "").replace(KMSG, "/dev/null");
         let out = std::process::Command::new("sh").arg("-c").arg(&script).output().expect("sh runs");
         assert!(out.status.success(), "{:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
         out.stdout
@@ -411,13 +459,38 @@ mod tests {
             .map(|(i, o)| Record { name: format!("r{i}"), command: printf_of(o), when: When::After })
             .collect();
         let commands = Commands { setup: None, run: printf_of(b"tail with no newline"), teardown: None };
-        let out = run_on_host(&iteration_script(&commands, &[], &records, None));
+        let out = run_on_host(&iteration_script("framing-1", &commands, &[], &records, None));
         let s = Sections::split_bytes(&out);
         assert_eq!(s.text(Section::Stdout), "tail with no newline");
         for (i, o) in outputs.iter().enumerate() {
             assert_eq!(s.text(Section::Record(&format!("r{i}"))), String::from_utf8_lossy(o), "record r{i}");
         }
         assert_eq!(s.get(Section::After(ObserverKind::named("netstat"))), None, "a marker inside output is output");
+    }
+
+    #[test]
+    fn a_hung_iterations_output_so_far_is_read_from_its_folder() {
+        let step = format!("hung-{}", std::process::id());
+        let commands =
+            Commands { setup: None, run: "printf 'partial line'; echo oops >&2; sleep 5".into(), teardown: None };
+        let script = iteration_script(&step, &commands, &[], &[], None).replace(KMSG, "/dev/null");
+        assert!(script.contains(&format!("echo 'vmrepro: iteration {step} begins' 2>/dev/null > /dev/null")));
+        let mut hung = std::process::Command::new("sh").arg("-c").arg(&script).spawn().expect("sh runs");
+        let dir = std::path::PathBuf::from(iteration_dir(&step));
+        let mut got = Sections::default();
+        for _ in 0..100 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let out = run_on_host(&partial_output_script(&step));
+            got = Sections::split_bytes(&out);
+            if got.text(Section::Stderr) == "oops\n" {
+                break;
+            }
+        }
+        let _ = hung.kill();
+        let _ = hung.wait();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(got.text(Section::Stdout), "partial line");
+        assert_eq!(got.text(Section::Stderr), "oops\n");
     }
 
     /// Output chunks: any bytes, newlines, and lines that look like section markers
@@ -454,7 +527,7 @@ mod tests {
                 run: format!("{}; {} >&2", printf_of(&run), printf_of(&err)),
                 teardown: Some("true".into()),
             };
-            let script = iteration_script(&commands, &[], &records, metric_path.to_str());
+            let script = iteration_script(&format!("prop-{}", std::process::id()), &commands, &[], &records, metric_path.to_str());
             let out = run_on_host(&script);
             let s = Sections::split_bytes(&out);
             proptest::prop_assert_eq!(s.text(Section::Stdout), String::from_utf8_lossy(&run));

@@ -292,7 +292,8 @@ pub struct StepPlan {
     pub stdin_file: Option<PathBuf>,
     /// What it waits for.
     pub after: Vec<Dependency>,
-    /// Limit of its wait for `after`, and then of its run.
+    /// Limit of its run (its wait for `after` is bounded by the latest those steps can
+    /// end, see `run::waits`).
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
     /// Expected exit status.

@@ -15,4 +15,4 @@ pub mod text;
 /// The tests' way to the verdict lines alone (`tables` prints them after each table).
 #[cfg_attr(vmrepro_dead_code, allow(unused_imports))]
 pub use text::verdict_lines;
-pub use text::{summary, summary_with_problems, tables};
+pub use text::{summary, summary_not_analysed, summary_with_problems, tables};

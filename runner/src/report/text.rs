@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::analyse::Analysis;
-use crate::measure::analysis::{metric_value, MeasurementResult, Outcome, VmResult, OUTCOME_METRIC};
+use crate::measure::analysis::{metric_value, MeasurementResult, Outcome, VmResult, NO_COMPARISON, OUTCOME_METRIC};
 use crate::measure::format::{fmt_mb_s, netem_line};
 use crate::plan::measurement::MeasurementPlan;
 use crate::run::{RunRecord, StepStatus};
@@ -19,12 +19,23 @@ pub fn summary(rec: &RunRecord) -> String {
 /// that did not end as expected, …): a run that passed with problems is `Failed`, as
 /// its exit status says, with their count.
 pub fn summary_with_problems(rec: &RunRecord, problems: usize) -> String {
+    let why = (problems > 0).then(|| format!("{problems} problem{} below", if problems == 1 { "" } else { "s" }));
+    summary_failed_if(rec, why)
+}
+
+/// [`summary`] of a run whose folder could not be analysed (its exit status is a
+/// failure): a run that passed its steps is `Failed`, saying so.
+pub fn summary_not_analysed(rec: &RunRecord) -> String {
+    summary_failed_if(rec, Some("its results could not be analysed, see below".into()))
+}
+
+/// The summary, `Failed (why)` when the run's steps passed but `why` fails it: the
+/// headline says what the exit status says.
+fn summary_failed_if(rec: &RunRecord, why: Option<String>) -> String {
     let mut text = String::new();
     let t = &rec.timings;
-    let status = match (rec.status, problems) {
-        (crate::run::RunStatus::Passed, n) if n > 0 => {
-            format!("Failed ({n} problem{} below)", if n == 1 { "" } else { "s" })
-        }
+    let status = match (rec.status, why) {
+        (crate::run::RunStatus::Passed, Some(why)) => format!("Failed ({why})"),
         (other, _) => format!("{other:?}"),
     };
     let _ = writeln!(
@@ -147,8 +158,12 @@ pub fn table(m: &MeasurementResult, p: &MeasurementPlan) -> String {
     for r in &m.rounds {
         let _ = writeln!(t, "{r}");
     }
+    for v in &m.vms {
+        if let Some(why) = v.verdict.as_deref().and_then(|w| w.strip_prefix(NO_COMPARISON)) {
+            let _ = writeln!(t, "{NO_COMPARISON} for {}{why}", v.vm);
+        }
+    }
     outcome_lines(&mut t, m, p);
-    no_baseline_lines(&mut t, m);
     for h in crate::report::hints::count_hints(m) {
         let _ = writeln!(t, "{h}");
     }
@@ -167,47 +182,16 @@ fn widths(m: &MeasurementResult) -> (usize, usize) {
     (name.max(42), verdict.max(20))
 }
 
-/// The verdict column of VM `v`: `baseline`, its verdict, `no baseline value` when its
-/// baseline has no counted iteration (why: [`no_baseline_lines`]), else `-`.
+/// The verdict column of VM `v`: `baseline`, its verdict, `no comparison` when it could
+/// not be compared (the reason follows the table, see [`NO_COMPARISON`]), else `-`.
 fn verdict_cell(m: &MeasurementResult, v: &VmResult) -> String {
     if m.is_baseline(&v.vm) {
         return "baseline".into();
     }
-    match (&v.verdict, baseline_without_values(m, v)) {
-        (Some(verdict), _) => verdict.clone(),
-        (None, Some(_)) => "no baseline value".into(),
-        (None, None) => "-".into(),
-    }
-}
-
-/// The baseline of candidate `v` when it has no counted value of the metric (every
-/// iteration failed, timed out or was not run), so `v` could not be compared.
-fn baseline_without_values<'a>(m: &'a MeasurementResult, v: &VmResult) -> Option<&'a VmResult> {
-    let base = m.vm(m.baseline_of(&v.vm))?;
-    (m.metric != OUTCOME_METRIC && v.verdict.is_none() && base.metric.is_none()).then_some(base)
-}
-
-/// Why VMs were not compared: per baseline without values, how its iterations ended,
-/// e.g. `not compared: new, newer: baseline old has no counted value of elapsed_s (its
-/// iterations: exit 1 ×3)`.
-fn no_baseline_lines(t: &mut String, m: &MeasurementResult) {
-    let mut by_base: Vec<(&VmResult, Vec<&str>)> = Vec::new();
-    for v in &m.vms {
-        let Some(base) = baseline_without_values(m, v).filter(|_| !m.is_baseline(&v.vm)) else { continue };
-        match by_base.iter_mut().find(|(b, _)| b.vm == base.vm) {
-            Some((_, vms)) => vms.push(&v.vm),
-            None => by_base.push((base, vec![&v.vm])),
-        }
-    }
-    for (base, vms) in by_base {
-        let ended = if base.outcomes.is_empty() { "none measured".to_string() } else { base.outcome_words() };
-        let _ = writeln!(
-            t,
-            "not compared: {}: baseline {} has no counted value of {} (its iterations: {ended})",
-            vms.join(", "),
-            base.vm,
-            m.metric
-        );
+    match v.verdict.as_deref() {
+        Some(w) if w.starts_with(NO_COMPARISON) => NO_COMPARISON.into(),
+        Some(w) => w.to_string(),
+        None => "-".into(),
     }
 }
 

@@ -34,17 +34,20 @@ pub enum RunError {
         /// The host's RAM, MiB.
         host_mib: u64,
     },
-    /// A step's dependency had not finished within the step's timeout.
-    #[error("VM {vm}: step {step} waited {} for {dependency}, which had not finished (a step's timeout bounds its wait for `after` too)", humantime::format_duration(*timeout))]
+    /// A step's dependency had not ended by the latest it could (every step before it
+    /// at its full timeout): its VM is stuck outside any step's bound.
+    #[error("VM {stuck} is stuck: its step {dependency} had not ended {} after VM {vm}'s step {step} began waiting for it, the latest it could end with every step before it at its full timeout", humantime::format_duration(*waited))]
     DependencyTimeout {
+        /// The VM of the dependency: the one that is stuck.
+        stuck: String,
+        /// What was waited for (`vm/step`).
+        dependency: String,
         /// VM of the waiting step.
         vm: String,
-        /// The waiting step.
+        /// The waiting step (it did not run).
         step: String,
-        /// What it waited for (`vm/step`).
-        dependency: String,
-        /// The step's timeout.
-        timeout: Duration,
+        /// How long it waited.
+        waited: Duration,
     },
     /// A file to copy into a guest changed after the suite was checked.
     #[error("{} changed since the suite was checked (SHA-256 {planned}, now {now}); run the suite again", path.display())]

@@ -22,6 +22,7 @@ pub mod record;
 mod resources;
 mod rounds;
 mod scheduler;
+mod waits;
 
 pub(crate) use error::io_err;
 pub use error::RunError;

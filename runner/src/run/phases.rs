@@ -216,11 +216,11 @@ async fn run_steps(
     let (progress, _) = tokio::sync::watch::channel(BTreeMap::new());
     let booted_at: Mutex<Option<Instant>> = Mutex::new(None);
     let rounds = super::rounds::Rounds::new(&plan.measurements);
+    let bounds = super::waits::WaitBounds::new(&plan.vms);
+    let shared =
+        scheduler::Shared { progress: &progress, rec, rounds: &rounds, bounds: &bounds, booted_at: &booted_at };
     let result = futures::future::try_join_all(
-        vms.iter_mut()
-            .zip(&plan.vms)
-            .zip(starts)
-            .map(|((vm, vp), start)| scheduler::run_vm(vm, vp, &progress, rec, &rounds, &booted_at, start)),
+        vms.iter_mut().zip(&plan.vms).zip(starts).map(|((vm, vp), start)| scheduler::run_vm(vm, vp, shared, start)),
     )
     .await
     .map(|_| ());

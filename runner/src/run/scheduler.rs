@@ -3,8 +3,11 @@
 //! [`Progress`] map keyed by the typed [`Dependency`]) for the steps of other VMs that
 //! wait for it, and recorded ([`Recorder`]: `run.json`, the step's output files, events).
 //!
-//! No wait is unbounded: a step waits for its dependencies at most its own `timeout`,
-//! and the step then runs for at most that `timeout` again.
+//! No wait is unbounded: a step runs for at most its own `timeout`, and waits for its
+//! dependencies at most until the latest they can end ([`WaitBounds`]), so a hang is
+//! charged to the step that hung (status `timed_out`, its partial output and
+//! diagnostics), never to a step waiting for it; the waiting steps go on, or are
+//! skipped with a reason naming the VM and step that hung.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,14 +22,45 @@ use crate::infra::net::Namespace;
 use crate::infra::qemu::args::command_line;
 use crate::infra::qemu::state::{self, StateMeta};
 use crate::infra::qemu::vm::{Vm, VmError};
+use crate::measure::script;
 use crate::plan::{Dependency, StepKind, StepPlan, Until, VmPlan};
 
 use super::record::{write_json, ClockCheck, RunRecord, StepRecord, StepStatus, VmRecord, VmStart};
 use super::rounds::Rounds;
+use super::waits::WaitBounds;
 use super::{io_err, RunError};
 
-/// Which VMs are up (`step: None`) and which steps ended, and whether they passed.
-pub(super) type Progress = watch::Sender<BTreeMap<Dependency, bool>>;
+/// Which VMs are up (`step: None`) and which steps ended, and how.
+pub(super) type Progress = watch::Sender<BTreeMap<Dependency, Ended>>;
+
+/// How a step (or a VM's start, `step: None`) ended, as the steps waiting for it see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Ended {
+    /// Whether the steps that need it to pass go on: it passed, or was not needed.
+    pub go_on: bool,
+    /// Its status.
+    pub status: StepStatus,
+}
+
+impl Ended {
+    /// A step that ended with `status`; the steps after it go on when it passed.
+    fn with(status: StepStatus) -> Ended {
+        Ended { go_on: status == StepStatus::Passed, status }
+    }
+}
+
+/// Why a step waiting for `d`, which ended as `e` without passing, does not run: the
+/// VM and step that hung, failed or did not run.
+fn not_passed(d: &Dependency, e: Ended) -> String {
+    let Some(step) = &d.step else { return format!("VM {} did not come up", d.vm) };
+    match e.status {
+        StepStatus::TimedOut => format!("dependency {d} timed out: VM {} hung in step {step}", d.vm),
+        StepStatus::Error => format!("dependency {d} ended with an error of VM {} (its guest or agent)", d.vm),
+        StepStatus::Skipped => format!("dependency {d} was skipped"),
+        StepStatus::Failed => format!("dependency {d} failed"),
+        other => format!("dependency {d} did not pass ({other})"),
+    }
+}
 
 /// Keeps the run's record: updates `run.json` (rewritten at every milestone, so a killed
 /// runner leaves what it saw) and sends the matching progress events.
@@ -78,27 +112,29 @@ enum Wait {
     Failed(String),
     /// One of [`Until::PassedElseSkip`] ended without passing: only the step is skipped.
     Skip(String),
-    /// One had not ended within the step's timeout.
-    TimedOut(Dependency),
+    /// One had not ended by the latest it could ([`WaitBounds::latest_end`], here after
+    /// the wait began): its VM is stuck.
+    TimedOut(Dependency, Duration),
 }
 
-/// Waits (at most `limit`) until every dependency of `st` has ended, and passed where
-/// it must ([`Until`]).
-async fn wait_deps(rx: &mut watch::Receiver<BTreeMap<Dependency, bool>>, st: &StepPlan, limit: Duration) -> Wait {
-    let deadline = tokio::time::Instant::now() + limit;
+/// Waits until every dependency of `st` has ended, and passed where it must
+/// ([`Until`]); each at most until the latest it can end (`bounds`, counted from now:
+/// the VMs started before).
+async fn wait_deps(rx: &mut watch::Receiver<BTreeMap<Dependency, Ended>>, st: &StepPlan, bounds: &WaitBounds) -> Wait {
+    let began = tokio::time::Instant::now();
     for d in &st.after {
         let key = d.key();
-        let ok = match tokio::time::timeout_at(deadline, rx.wait_for(|m| m.contains_key(&key))).await {
-            Err(_) => return Wait::TimedOut(d.clone()),
-            Ok(Ok(m)) => m[&key] || d.until == Until::Ended,
-            Ok(Err(_)) => false,
+        let limit = bounds.latest_end(d);
+        let ended = match tokio::time::timeout_at(began + limit, rx.wait_for(|m| m.contains_key(&key))).await {
+            Err(_) => return Wait::TimedOut(d.clone(), limit),
+            Ok(Ok(m)) => m[&key],
+            Ok(Err(_)) => Ended { go_on: false, status: StepStatus::Cancelled },
         };
-        if !ok && d.until == Until::PassedElseSkip {
-            return Wait::Skip(format!("dependency {d} did not pass"));
+        if ended.go_on || d.until == Until::Ended {
+            continue;
         }
-        if !ok {
-            return Wait::Failed(format!("dependency {d} did not pass"));
-        }
+        let why = not_passed(d, ended);
+        return if d.until == Until::PassedElseSkip { Wait::Skip(why) } else { Wait::Failed(why) };
     }
     Wait::Ready
 }
@@ -124,12 +160,30 @@ fn stdin_of(st: &StepPlan) -> Result<Option<Vec<u8>>, RunError> {
 /// the stacks of the blocked (D-state) tasks (`sysrq-w`, which the kernel prints into
 /// that log). Run through the guest agent, which answers as long as the guest is
 /// scheduling at all.
-pub const HANG_DIAGNOSTICS_SCRIPT: &str = "echo '== dmesg (last 100 lines)'; dmesg | tail -n 100
-echo w > /proc/sysrq-trigger; sleep 1
+///
+/// `since`: the line an iteration wrote into the kernel log as it began
+/// ([`crate::measure::script::iteration_mark`]); the log then starts at its last
+/// occurrence (a VM restored from a saved state holds the saved boot's log before it).
+/// Without it, or when the guest's log lacks it, the last 100 lines.
+pub fn hang_diagnostics_script(since: Option<&str>) -> String {
+    let dmesg = match since {
+        Some(mark) => format!(
+            "n=$(dmesg | grep -n -F -e {} | tail -n 1 | cut -d: -f1)
+if [ -n \"$n\" ]; then echo '== dmesg since the step began (last 100 lines)'; dmesg | tail -n +\"$n\" | tail -n 100
+else echo '== dmesg (last 100 lines; no line marks the step'\\''s start)'; dmesg | tail -n 100; fi
+",
+            crate::plan::shell_quote(mark)
+        ),
+        None => "echo '== dmesg (last 100 lines)'; dmesg | tail -n 100\n".into(),
+    };
+    format!(
+        "{dmesg}echo w > /proc/sysrq-trigger; sleep 1
 echo '== blocked tasks (echo w > /proc/sysrq-trigger)'; dmesg | sed -n '/sysrq: Show Blocked State/,$p' | tail -n 400
-";
+"
+    )
+}
 
-/// How long [`HANG_DIAGNOSTICS_SCRIPT`] may take.
+/// How long [`hang_diagnostics_script`] may take.
 const DIAGNOSTICS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Lines of the serial console kept when the guest died or its agent is gone.
@@ -137,21 +191,46 @@ const CONSOLE_TAIL_LINES: usize = 60;
 
 /// Writes `vms/<vm>/NN-<step>.diagnostics` after step `idx` hung or its VM died: the
 /// hang diagnostics through the agent, or the console's last lines when the agent
-/// does not answer. Returns the file's path relative to the run folder.
+/// does not answer. The kernel log of a measured iteration starts where the iteration
+/// began. Returns the file's path relative to the run folder.
 async fn diagnose(vm: &mut Vm, vp: &VmPlan, idx: usize, rec: &Recorder) -> Result<String, RunError> {
     let st = &vp.steps[idx];
-    let text =
-        match vm.exec(&format!("{}-diagnostics", st.name), HANG_DIAGNOSTICS_SCRIPT, None, DIAGNOSTICS_TIMEOUT).await {
-            Ok(r) => String::from_utf8_lossy(&r.stdout).into_owned(),
-            Err(e) => format!(
-                "the guest agent gave no diagnostics ({e})\n== serial console (last {CONSOLE_TAIL_LINES} lines)\n{}\n",
-                vm.console_tail(CONSOLE_TAIL_LINES)
-            ),
-        };
+    let mark = matches!(st.kind, StepKind::Measure { .. }).then(|| script::iteration_mark(&st.name));
+    let diagnostics = hang_diagnostics_script(mark.as_deref());
+    let text = match vm.exec(&format!("{}-diagnostics", st.name), &diagnostics, None, DIAGNOSTICS_TIMEOUT).await {
+        Ok(r) => String::from_utf8_lossy(&r.stdout).into_owned(),
+        Err(e) => format!(
+            "the guest agent gave no diagnostics ({e})\n== serial console (last {CONSOLE_TAIL_LINES} lines)\n{}\n",
+            vm.console_tail(CONSOLE_TAIL_LINES)
+        ),
+    };
     let name = format!("{:02}-{}.diagnostics", idx + 1, st.name);
     let path = rec.dir.join("vms").join(&vp.name).join(&name);
     std::fs::write(&path, text).map_err(io_err("writing", &path))?;
     Ok(format!("vms/{}/{name}", vp.name))
+}
+
+/// How long reading a timed-out iteration's partial output may take.
+const PARTIAL_OUTPUT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The output of measured iteration `st`, which timed out, as far as its guest kept it
+/// ([`script::partial_output_script`]: `run`'s stdout and stderr so far, as sections),
+/// written as the step's `.stdout` and `.stderr`; `None` when the agent could not give
+/// it (the guest is wedged).
+///
+/// Errors: [`RunError::Io`] when the files can't be written.
+async fn partial_output(
+    vm: &mut Vm,
+    vdir: &Path,
+    vp: &VmPlan,
+    idx: usize,
+) -> Result<Option<(String, String)>, RunError> {
+    let st = &vp.steps[idx];
+    let script = script::partial_output_script(&st.name);
+    match vm.exec(&format!("{}-partial-output", st.name), &script, None, PARTIAL_OUTPUT_TIMEOUT).await {
+        Ok(r) => Ok(Some(write_outputs(vdir, &vp.name, idx, &st.name, &r.stdout, &r.stderr)?)),
+        Err(_) => Ok(None),
+    }
 }
 
 /// A run's shared lock on the saved VM state a VM started from (see
@@ -352,11 +431,27 @@ async fn save_state(
     Ok(())
 }
 
+/// What every VM's [`run_vm`] shares.
+#[derive(Clone, Copy)]
+pub(super) struct Shared<'a> {
+    /// Every step's outcome, for the steps waiting for it.
+    pub progress: &'a Progress,
+    /// The run's record.
+    pub rec: &'a Recorder,
+    /// The adaptive measurements' rounds.
+    pub rounds: &'a Rounds<'a>,
+    /// How long a step may wait for another.
+    pub bounds: &'a WaitBounds,
+    /// When the last VM came up.
+    pub booted_at: &'a Mutex<Option<Instant>>,
+}
+
 /// Boots nothing: waits for `vm`'s guest agent, then runs `vp`'s steps in order,
 /// publishing each outcome to `progress` and recording it with `rec`.
 ///
 /// Errors: the VM failed (didn't boot, QEMU exited, agent lost, a step timed out), a
-/// dependency did not end within a step's timeout, or the results couldn't be written.
+/// dependency did not end by the latest it could (`bounds`), or the results couldn't
+/// be written.
 // Over 150 lines, kept whole for now: the one loop over a VM's steps, whose arms (wait
 // for `after`, run, time out, record, publish) share its state (the VM, the record,
 // the progress channel). It splits with the run record as an event consumer
@@ -364,19 +459,17 @@ async fn save_state(
 pub(super) async fn run_vm(
     vm: &mut Vm,
     vp: &VmPlan,
-    progress: &Progress,
-    rec: &Recorder,
-    rounds: &Rounds<'_>,
-    booted_at: &Mutex<Option<Instant>>,
+    shared: Shared<'_>,
     start: &StartPlan<'_>,
 ) -> Result<(), RunError> {
+    let Shared { progress, rec, rounds, bounds, booted_at } = shared;
     let vdir = rec.dir.join("vms").join(&vp.name);
     let up = Dependency { vm: vp.name.clone(), step: None, until: Until::Passed };
     let took = match start_vm(vm, vp, rec, start).await {
         Ok(t) => t,
         Err(e) => {
             progress.send_modify(|m| {
-                m.insert(up, false);
+                m.insert(up, Ended::with(StepStatus::Error));
             });
             return Err(e);
         }
@@ -387,7 +480,7 @@ pub(super) async fn run_vm(
     let clock_start = vm.clock_sample().await;
     rec.save()?;
     progress.send_modify(|m| {
-        m.insert(up, true);
+        m.insert(up, Ended::with(StepStatus::Passed));
     });
     let mut rx = progress.subscribe();
     let mut blocked: Option<String> = None;
@@ -396,23 +489,26 @@ pub(super) async fn run_vm(
         let key = Dependency::step(&vp.name, &st.name);
         let mut skip: Option<String> = None;
         if blocked.is_none() {
-            match wait_deps(&mut rx, st, st.timeout).await {
+            match wait_deps(&mut rx, st, bounds).await {
                 Wait::Ready => {}
                 Wait::Failed(why) => blocked = Some(why),
                 Wait::Skip(why) => skip = Some(why),
-                Wait::TimedOut(dep) => {
+                Wait::TimedOut(dep, waited) => {
+                    // Not this step's timeout: it never ran. The error names the VM
+                    // that is stuck.
                     let err = RunError::DependencyTimeout {
+                        stuck: dep.vm.clone(),
+                        dependency: dep.to_string(),
                         vm: vp.name.clone(),
                         step: st.name.clone(),
-                        dependency: dep.to_string(),
-                        timeout: st.timeout,
+                        waited,
                     };
                     rec.set_step(&vp.name, idx, |s| {
-                        s.status = StepStatus::TimedOut;
+                        s.status = StepStatus::Skipped;
                         s.error = Some(err.to_string());
                     });
                     progress.send_modify(|m| {
-                        m.insert(key, false);
+                        m.insert(key, Ended::with(StepStatus::Skipped));
                     });
                     return Err(err);
                 }
@@ -423,7 +519,7 @@ pub(super) async fn run_vm(
         let skipped = |why: String, go_on: bool| {
             rec.set_step(&vp.name, idx, |s| s.error = Some(why));
             progress.send_modify(|m| {
-                m.insert(key.clone(), go_on);
+                m.insert(key.clone(), Ended { go_on, status: StepStatus::Skipped });
             });
             rec.event(Event::StepFinished {
                 vm: vp.name.clone(),
@@ -485,6 +581,10 @@ pub(super) async fn run_vm(
         };
         let files = match &result {
             Ok(r) => Some(write_outputs(&vdir, &vp.name, idx, &st.name, &r.stdout, &r.stderr)?),
+            // A measured iteration that hung keeps what `run` printed so far.
+            Err(VmError::StepTimeout { .. }) if matches!(st.kind, StepKind::Measure { .. }) => {
+                partial_output(vm, &vdir, vp, idx).await?
+            }
             Err(_) => None,
         };
         // A measured iteration (or an action around one) that hangs or kills its guest
@@ -503,9 +603,11 @@ pub(super) async fn run_vm(
             s.status = status;
             s.duration_s = took.as_secs_f64();
             s.error = error;
-            if let (Ok(r), Some((out, err))) = (&result, files) {
+            if let Ok(r) = &result {
                 s.exit_code = r.exit_code;
                 s.signal = r.signal;
+            }
+            if let Some((out, err)) = files {
                 s.stdout = Some(out);
                 s.stderr = Some(err);
             }
@@ -514,7 +616,7 @@ pub(super) async fn run_vm(
         rec.save()?;
         rec.event(Event::StepFinished { vm: vp.name.clone(), step: st.name.clone(), status, took });
         progress.send_modify(|m| {
-            m.insert(key, status == StepStatus::Passed);
+            m.insert(key, Ended::with(status));
         });
         match result {
             Err(e) if measured => {
@@ -570,48 +672,157 @@ fn write_outputs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::waits::{START_ALLOWANCE, STEP_ALLOWANCE};
 
     fn step(after: Vec<Dependency>) -> StepPlan {
         StepPlan::new("s", "true".into(), StepKind::User, Duration::from_secs(1)).after(after)
+    }
+
+    fn ended(status: StepStatus) -> Ended {
+        Ended::with(status)
+    }
+
+    /// Bounds that order nothing: each dependency at most a plan's total, 10 minutes.
+    fn unplanned() -> WaitBounds {
+        WaitBounds::of(&[crate::run::waits::VmSteps {
+            name: "x",
+            boot_timeout: Duration::from_secs(600) - START_ALLOWANCE,
+            steps: &[],
+        }])
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_ended_dependency_needs_no_pass() {
         let (tx, mut rx) = watch::channel(BTreeMap::new());
         tx.send_modify(|m| {
-            m.insert(Dependency::step("a", "m-1"), false);
+            m.insert(Dependency::step("a", "m-1"), ended(StepStatus::Failed));
         });
-        let waited = wait_deps(&mut rx, &step(vec![Dependency::ended("a", "m-1")]), Duration::from_secs(1)).await;
+        let waited = wait_deps(&mut rx, &step(vec![Dependency::ended("a", "m-1")]), &unplanned()).await;
         assert!(matches!(waited, Wait::Ready));
-        let waited = wait_deps(&mut rx, &step(vec![Dependency::step("a", "m-1")]), Duration::from_secs(1)).await;
-        assert!(matches!(waited, Wait::Failed(_)));
+        let waited = wait_deps(&mut rx, &step(vec![Dependency::step("a", "m-1")]), &unplanned()).await;
+        assert!(matches!(waited, Wait::Failed(why) if why == "dependency a/m-1 failed"));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_passed_else_skip_dependency_skips_only_the_step() {
         let (tx, mut rx) = watch::channel(BTreeMap::new());
         tx.send_modify(|m| {
-            m.insert(Dependency::step("server", "action-before-1-a-m-1"), false);
+            m.insert(Dependency::step("server", "action-before-1-a-m-1"), ended(StepStatus::Failed));
         });
         let dep = Dependency::passed_else_skip("server", "action-before-1-a-m-1");
-        let waited = wait_deps(&mut rx, &step(vec![dep]), Duration::from_secs(1)).await;
+        let waited = wait_deps(&mut rx, &step(vec![dep]), &unplanned()).await;
         assert!(matches!(waited, Wait::Skip(why) if why.contains("server/action-before-1-a-m-1")));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_dependency_that_never_ends_ends_the_wait_at_the_steps_timeout() {
+    async fn a_step_waiting_for_a_hung_one_is_skipped_naming_the_vm_and_step_that_hung() {
+        let (tx, mut rx) = watch::channel(BTreeMap::new());
+        tx.send_modify(|m| {
+            m.insert(Dependency::step("client-a", "m-1"), ended(StepStatus::TimedOut));
+        });
+        let waited = wait_deps(&mut rx, &step(vec![Dependency::step("client-a", "m-1")]), &unplanned()).await;
+        let Wait::Failed(why) = waited else { panic!("not failed") };
+        assert_eq!(why, "dependency client-a/m-1 timed out: VM client-a hung in step m-1");
+        // A step not needed (skipped, but going on) lets the steps after it run.
+        tx.send_modify(|m| {
+            m.insert(Dependency::step("client-a", "m-2"), Ended { go_on: true, status: StepStatus::Skipped });
+        });
+        let waited = wait_deps(&mut rx, &step(vec![Dependency::step("client-a", "m-2")]), &unplanned()).await;
+        assert!(matches!(waited, Wait::Ready));
+    }
+
+    /// A sequential measurement: b's iteration waits for a's to end. a's hangs for its
+    /// whole timeout (90 s) and more (diagnostics); b's wait, bounded by the latest a's
+    /// can end, outlasts it, so the hang is a's and b goes on.
+    #[tokio::test(start_paused = true)]
+    async fn waiting_for_a_hung_iteration_outlasts_the_iterations_own_timeout() {
+        use crate::run::waits::VmSteps;
+        let timeout = Duration::from_secs(90);
+        let it = |after: Vec<Dependency>| StepPlan::new("m-1", "true".into(), StepKind::User, timeout).after(after);
+        let (a, b) = ([it(vec![])], [it(vec![Dependency::ended("a", "m-1")])]);
+        let boot_timeout = Duration::from_secs(30);
+        let bounds = WaitBounds::of(&[
+            VmSteps { name: "a", boot_timeout, steps: &a },
+            VmSteps { name: "b", boot_timeout, steps: &b },
+        ]);
+        let (tx, mut rx) = watch::channel(BTreeMap::new());
+        let st = b[0].clone();
+        let waiting = tokio::spawn(async move { wait_deps(&mut rx, &st, &bounds).await });
+        // a's iteration times out, its diagnostics and partial output take their 60 s,
+        // then it ends.
+        tokio::time::sleep(timeout + Duration::from_secs(60)).await;
+        assert!(!waiting.is_finished(), "b gave up waiting before a's hang ended");
+        tx.send_modify(|m| {
+            m.insert(Dependency::step("a", "m-1"), ended(StepStatus::TimedOut));
+        });
+        assert!(matches!(waiting.await.expect("joins"), Wait::Ready));
+        // Had a's VM been stuck instead, b would have waited until a/m-1's latest end.
+        let latest = boot_timeout + START_ALLOWANCE + timeout + STEP_ALLOWANCE;
+        let (_tx, mut rx) = watch::channel(BTreeMap::new());
+        let bounds = WaitBounds::of(&[VmSteps { name: "a", boot_timeout, steps: &a }]);
+        let before = tokio::time::Instant::now();
+        assert!(matches!(wait_deps(&mut rx, &b[0], &bounds).await, Wait::TimedOut(_, l) if l == latest));
+        assert_eq!(before.elapsed(), latest);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dependency_that_never_ends_ends_the_wait_at_the_latest_it_could_end() {
         let (tx, mut rx) = watch::channel(BTreeMap::new());
         let dep = Dependency::step("bravo", "t1");
-        let waited = wait_deps(&mut rx, &step(vec![dep.clone()]), Duration::from_secs(60)).await;
-        assert!(matches!(waited, Wait::TimedOut(d) if d == dep));
+        let before = tokio::time::Instant::now();
+        let waited = wait_deps(&mut rx, &step(vec![dep.clone()]), &unplanned()).await;
+        assert!(matches!(waited, Wait::TimedOut(ref d, limit) if *d == dep && limit == unplanned().latest_end(&dep)));
+        assert_eq!(before.elapsed(), unplanned().latest_end(&dep));
         // One that passes, and one that failed.
         tx.send_modify(|m| {
-            m.insert(dep.clone(), true);
-            m.insert(Dependency::step("bravo", "t2"), false);
+            m.insert(dep.clone(), ended(StepStatus::Passed));
+            m.insert(Dependency::step("bravo", "t2"), ended(StepStatus::Failed));
         });
-        assert!(matches!(wait_deps(&mut rx, &step(vec![dep.clone()]), Duration::from_secs(1)).await, Wait::Ready));
-        let failed =
-            wait_deps(&mut rx, &step(vec![dep, Dependency::step("bravo", "t2")]), Duration::from_secs(1)).await;
+        assert!(matches!(wait_deps(&mut rx, &step(vec![dep.clone()]), &unplanned()).await, Wait::Ready));
+        let failed = wait_deps(&mut rx, &step(vec![dep, Dependency::step("bravo", "t2")]), &unplanned()).await;
         assert!(matches!(failed, Wait::Failed(why) if why.contains("bravo/t2")));
+    }
+
+    /// The diagnostics script on the host, with a `dmesg` that prints `log`.
+    fn diagnostics_of(since: Option<&str>, log: &str) -> String {
+        let script = hang_diagnostics_script(since).replace("/proc/sysrq-trigger", "/dev/null").replace("sleep 1", ":");
+        let fake = format!("dmesg() {{ printf '%s' {}; }}\n{script}", crate::plan::shell_quote(log));
+        let out = std::process::Command::new("sh").arg("-c").arg(fake).output().expect("sh runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    #[test]
+    fn a_hangs_kernel_log_starts_where_its_iteration_began() {
+        let mark = crate::measure::script::iteration_mark("m-2");
+        let log = format!(
+            "[0.1] saved boot\n[9.0] {}\n[9.1] first run\n[20.0] {mark}\n[20.5] nfs: server not responding\n",
+            crate::measure::script::iteration_mark("m-1")
+        );
+        let out = diagnostics_of(Some(&mark), &log);
+        let dmesg = out.split("== blocked tasks").next().unwrap_or_default();
+        assert_eq!(
+            dmesg,
+            format!(
+                "== dmesg since the step began (last 100 lines)\n[20.0] {mark}\n[20.5] nfs: server not responding\n"
+            )
+        );
+        let unmarked = diagnostics_of(Some(&mark), "[0.1] saved boot\n");
+        assert!(
+            unmarked.starts_with("== dmesg (last 100 lines; no line marks the step's start)\n[0.1] saved boot\n"),
+            "{unmarked}"
+        );
+        assert!(diagnostics_of(None, "x\n").starts_with("== dmesg (last 100 lines)\nx\n"));
+    }
+
+    #[test]
+    fn the_error_of_a_stuck_dependency_names_the_stuck_vm_first() {
+        let e = RunError::DependencyTimeout {
+            stuck: "client-a".into(),
+            dependency: "client-a/m-1".into(),
+            vm: "client-b".into(),
+            step: "m-1".into(),
+            waited: Duration::from_secs(600),
+        };
+        assert!(e.to_string().starts_with("VM client-a is stuck: its step client-a/m-1 had not ended 10m"), "{e}");
     }
 }

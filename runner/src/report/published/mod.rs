@@ -182,7 +182,12 @@ fn summary_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) ->
     }
     s.push(Block::Items(lines));
     let repeats = r.measurements.first().and_then(|m| m.vms.first()).map_or(0, |v| v.iterations.len());
-    let mut about = format!("Suite {}: run {}, started {}", rec.suite, status_word(rec.status), rec.started);
+    // The word the exit status says: a run whose steps passed fails on its problems.
+    let status = match (rec.status, r.problems().len()) {
+        (crate::run::RunStatus::Passed, n) if n > 0 => format!("failed ({n} problem{})", if n == 1 { "" } else { "s" }),
+        (other, _) => status_word(other),
+    };
+    let mut about = format!("Suite {}: run {status}, started {}", rec.suite, rec.started);
     if repeats > 0 {
         about.push_str(&format!(", {repeats} repeat(s) per VM"));
     }
