@@ -1,9 +1,9 @@
-//! `results.json`, schema 4: the analysed results of a run folder.
+//! `results.json`, schema 5: the analysed results of a run folder.
 //!
 //! # Schema
 //!
 //! ```text
-//! schema         4
+//! schema         5
 //! suite          suite name
 //! measurements[] one per measurement (the nfs_read preset's is named "nfs-read"):
 //!   name, preset ("nfs_read" or absent), metric ("elapsed_s", …), better ("lower"|"higher"),
@@ -17,13 +17,18 @@
 //!                low, high}, policy {rule: mann_whitney|ranges, alpha, floor (a fraction)},
 //!                test {p_value, min_p_value, ratio (Hodges–Lehmann, candidate ÷ baseline),
 //!                confidence, interval [low, high] or null}, detectable {kind: change,
-//!                change (a fraction), by_floor} | {kind: too_few_repeats}},
+//!                change (a fraction), by_floor} | {kind: too_few_repeats},
+//!                calibrated (with `calibrate: true`: the same as detectable, from the
+//!                noise of the baseline's A/A pair)},
 //!                verdict (words), totals {derived metric: sum or null}, exit_statuses[],
 //!     iterations[] iteration, step, status, exit_status, elapsed_s, user_s, system_s,
 //!                bytes, throughput_mb_s (MB = 10^6 bytes), metrics {derived: delta or null},
 //!                changed_counters {name: delta}, appeared_counters {name: value},
 //!                remote [{vm, observer, sent_packets, dropped_packets}],
 //!                records {name: trimmed text}, counted
+//!   calibration  (measurements with `calibrate: true`) the baseline's A/A copy as a
+//!                vms[] entry (vm: the baseline's name), its comparison with the baseline
+//!                and verdict (`same` unless the run is too noisy to trust)
 //!   problems[]   failed checks, unreadable outputs, unexpected exit statuses
 //! nfs_read       (suites with nfs_read) server {vm, kernel_release, profile {key: value}},
 //!                file_bytes, baseline, clients [{vm, mount {nfs_version, transport, rsize,
@@ -35,6 +40,9 @@
 //!                packages[], sysctl {name: {set, in_force}}, files [{dest, bytes, mode,
 //!                sha256, guest_sha256}], problems[]
 //! ```
+//!
+//! Schema 5 added `measurements[].calibration` and `comparison.calibrated` (absent
+//! without `calibrate: true`, so schema 4 results read as schema 5 unchanged).
 //!
 //! Schema 4 added `measurements[].groups` (absent without them, so schema 3 results read
 //! as schema 4 unchanged).
@@ -59,7 +67,7 @@ use crate::run::record::{RunDirError, StepStatus};
 use crate::scenarios::nfs_read;
 
 /// `results.json`'s schema version.
-pub const RESULTS_SCHEMA: u32 = 4;
+pub const RESULTS_SCHEMA: u32 = 5;
 /// The oldest `results.json` schema this vmrepro reads ([`read_results`]).
 pub const OLDEST_RESULTS_SCHEMA: u32 = 2;
 /// Name of the results in a run folder.

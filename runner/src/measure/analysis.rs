@@ -26,6 +26,7 @@ use super::script::{
     Section, Sections, EXIT_SETUP_FAILED, EXIT_TEARDOWN_FAILED, METRIC_FILE_KEPT_BYTES, OUTPUT_KEPT_BYTES,
 };
 use super::stats::{compare, delta, summarize, Comparison, Summary};
+use super::verdict::min_detectable;
 use crate::parse::gnutime;
 use crate::plan::measurement::{
     Better, Bytes, Expect, Iteration, MeasurementPlan, MetricFrom, OutputMetric, RemoteObserver,
@@ -309,6 +310,12 @@ pub struct MeasurementResult {
     pub groups: Vec<crate::schema::measure::BaselineGroup>,
     /// Measured VMs in order.
     pub vms: Vec<VmResult>,
+    /// `calibrate: true`: the baseline's A/A copy (its `vm` is the baseline's name)
+    /// compared with the baseline like a candidate; its verdict should be `same`, and
+    /// its spread is the noise every comparison's [`Comparison::calibrated`] comes from.
+    /// Absent without `calibrate` and from results of runs before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<VmResult>,
     /// Checks that failed and outputs that could not be read.
     pub problems: Vec<String>,
 }
@@ -348,12 +355,14 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
     let derived = derived_metrics(m.observers.iter().map(|o| o.kind()));
     let mut vms = Vec::new();
     for mv in &m.vms {
-        vms.push(analyse_vm(m, &mv.vm, rec, dir, &derived, &mut problems)?);
+        vms.push(analyse_vm(m, (&mv.vm, false), rec, dir, &derived, &mut problems)?);
     }
+    let mut calibration =
+        if m.calibrate { Some(analyse_vm(m, (&m.baseline, true), rec, dir, &derived, &mut problems)?) } else { None };
     if m.metric.name == OUTCOME_METRIC {
         compare_outcomes(m, &mut vms);
     } else {
-        compare_metric(m, &mut vms);
+        compare_metric(m, &mut vms, calibration.as_mut());
     }
     Ok(MeasurementResult {
         name: m.name.clone(),
@@ -364,6 +373,7 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
         baseline: m.baseline.clone(),
         groups: m.groups.clone(),
         vms,
+        calibration,
         problems,
     })
 }
@@ -372,12 +382,13 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
 /// elapsed seconds, median MB/s, the derived metrics' totals), not yet compared with
 /// the baseline. Warm-up rounds and the rounds an adaptive repeat did not need are left
 /// out. Its kernel release is what the first iteration's `uname -r` printed, else the
-/// kernel image's.
+/// kernel image's. `(vm, copy)`: the VM, and whether its A/A copy's iterations
+/// (`calibrate: true`) are meant rather than its own.
 ///
 /// Errors: a step output named in `run.json` can't be read.
 fn analyse_vm(
     m: &MeasurementPlan,
-    vm: &str,
+    (vm, copy): (&str, bool),
     rec: &RunRecord,
     dir: &Path,
     derived: &Derived,
@@ -387,7 +398,7 @@ fn analyse_vm(
     let mut release = String::new();
     // Adaptive repeats that stopped early: the rounds not run were not needed.
     let needed = |i: &&Iteration| rec.decided_after.get(&m.name).is_none_or(|&r| i.number <= r);
-    for it in m.iterations.iter().filter(|i| i.vm == vm && !i.warmup).filter(needed) {
+    for it in m.iterations.iter().filter(|i| i.vm == vm && !i.warmup && i.copy == copy).filter(needed) {
         let r = analyse_iteration(m, it, rec, dir, derived, problems)?;
         if release.is_empty() {
             release = r.raw.sections.text(Section::Uname).trim().to_string();
@@ -450,8 +461,12 @@ fn compare_outcomes(m: &MeasurementPlan, vms: &mut [VmResult]) {
 
 /// A number as the verdict metric: each VM's counted values are compared with its
 /// baseline's ([`compare`], with `m`'s verdict settings), giving every VM its median
-/// ratio and each one that is not a baseline its comparison and verdict.
-fn compare_metric(m: &MeasurementPlan, vms: &mut [VmResult]) {
+/// ratio and each one that is not a baseline its comparison and verdict. With the
+/// baseline's A/A copy (`calibration`), the copy is compared with the baseline the same
+/// way, and each comparison with that baseline gets the smallest change the A/A pair's
+/// noise lets it flag ([`Comparison::calibrated`], [`min_detectable`] of the copy's
+/// values against the baseline's).
+fn compare_metric(m: &MeasurementPlan, vms: &mut [VmResult], calibration: Option<&mut VmResult>) {
     let values = |v: &VmResult| -> Vec<f64> {
         v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(&m.metric.name, i)).collect()
     };
@@ -473,6 +488,19 @@ fn compare_metric(m: &MeasurementPlan, vms: &mut [VmResult]) {
                 v.verdict = Some(verdict_text(&cmp, m.metric.is_speed()));
                 v.comparison = Some(cmp);
             }
+        }
+    }
+    let Some(copy) = calibration else { return };
+    let base = bases.get(&m.baseline).cloned().unwrap_or_default();
+    let copy_values = oriented(values(copy));
+    let Some(cmp) = compare(&copy_values, &base, &m.verdict) else { return };
+    let aa = min_detectable(&copy_values, &base, &m.verdict);
+    copy.ratio_to_baseline = Some(cmp.median_ratio);
+    copy.verdict = Some(verdict_text(&cmp, m.metric.is_speed()));
+    copy.comparison = Some(cmp);
+    for v in vms.iter_mut().filter(|v| m.baseline_of(&v.vm) == m.baseline) {
+        if let Some(c) = &mut v.comparison {
+            c.calibrated = Some(aa);
         }
     }
 }
