@@ -921,6 +921,80 @@ mod tests {
         assert_eq!(Outcome::ActionFailed.to_string(), "action failed");
     }
 
+    /// A VM's result with one counted iteration per elapsed time in `elapsed`.
+    fn vm_result(vm: &str, elapsed: &[f64]) -> VmResult {
+        let iterations: Vec<IterationResult> =
+            elapsed.iter().map(|&e| IterationResult { elapsed_s: Some(e), ..iteration() }).collect();
+        VmResult {
+            vm: vm.into(),
+            kernel_release: "6.1.0-test".into(),
+            metric: summarize(elapsed),
+            elapsed_s: summarize(elapsed),
+            median_mb_s: None,
+            ratio_to_baseline: None,
+            comparison: None,
+            verdict: None,
+            totals: BTreeMap::new(),
+            exit_statuses: vec![Some(0); elapsed.len()],
+            outcomes: vec![Outcome::Exited { status: 0 }; elapsed.len()],
+            iterations,
+        }
+    }
+
+    #[test]
+    fn the_a_a_copy_is_compared_like_a_candidate_and_gives_every_comparison_its_noise() {
+        let file = crate::schema::load::parse_suite(
+            Path::new("demo.yaml"),
+            "name: demo\nnetwork: {subnet: 10.80.0.0/24}\nvms:\n\
+             - {name: a, kernel: {debian: \"6.1\"}, address: 10.80.0.10}\n\
+             - {name: b, kernel: {debian: \"6.1\"}, address: 10.80.0.11}\n\
+             measure:\n  - {name: m, on: [a, b], repeat: 5, calibrate: true, run: 'true'}\n"
+                .into(),
+        )
+        .expect("parses");
+        let images = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images");
+        let catalog = crate::infra::images::Catalog::load(&images).expect("images/");
+        let plan = crate::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"));
+        let m = &plan.measurements[0];
+        let base = [10.0, 10.2, 9.9, 10.1, 10.05];
+        let copy_values = [10.1, 9.95, 10.15, 10.0, 9.9];
+        let mut vms = vec![vm_result("a", &base), vm_result("b", &[15.0, 15.3, 14.9, 15.2, 15.1])];
+        let mut copy = vm_result("a", &copy_values);
+        compare_metric(m, &mut vms, Some(&mut copy));
+        let aa = copy.comparison.as_ref().expect("the copy is compared");
+        assert_eq!(aa.verdict, super::super::stats::Verdict::Same, "quiet A/A: {aa:?}");
+        let b = vms[1].comparison.as_ref().expect("b is compared");
+        assert!(matches!(b.verdict, super::super::stats::Verdict::Slower { .. }), "{b:?}");
+        assert_eq!(b.calibrated, Some(min_detectable(&copy_values, &base, &m.verdict)));
+        assert_ne!(b.calibrated, b.detectable, "the A/A figure is the pair's, not b's own");
+
+        // A noisy copy: the A/A line says the run can't be trusted.
+        let mut noisy = vm_result("a", &[13.0, 8.0, 12.5, 7.5, 14.0]);
+        compare_metric(m, &mut vms, Some(&mut noisy));
+        let r = MeasurementResult {
+            name: "m".into(),
+            preset: None,
+            metric: "elapsed_s".into(),
+            better: Better::Lower,
+            unit: None,
+            baseline: "a".into(),
+            groups: vec![],
+            vms,
+            calibration: Some(noisy),
+            problems: vec![],
+        };
+        let lines = crate::report::text::verdict_lines(&r);
+        let lines: Vec<&str> = lines.lines().collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].contains("; with the A/A pair's noise and 5 and 5 repeats, changes smaller than"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[1].starts_with("a (A/A copy) vs a: undecided"), "{}", lines[1]);
+        assert!(lines[1].ends_with("this run is too noisy to trust (or the baseline drifted)"), "{}", lines[1]);
+    }
+
     #[test]
     fn metric_values_come_from_time_metrics_and_counters() {
         let i = iteration();
