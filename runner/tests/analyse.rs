@@ -596,10 +596,7 @@ fn a_vm_whose_baseline_never_succeeded_says_why_it_was_not_compared() {
     let table = vmrepro::report::tables(&a);
     let row = table.lines().find(|l| l.contains("(new)")).expect("new's row");
     assert!(row.contains("no comparison"), "{table}");
-    assert!(
-        table.contains("no comparison for new: baseline old: 1 of 1 iterations failed (timed out ×1)"),
-        "{table}"
-    );
+    assert!(table.contains("no comparison for new: baseline old: 1 of 1 iterations failed (timed out ×1)"), "{table}");
 }
 
 #[test]

@@ -1,9 +1,9 @@
-//! `results.json`, schema 4: the analysed results of a run folder.
+//! `results.json`, schema 5: the analysed results of a run folder.
 //!
 //! # Schema
 //!
 //! ```text
-//! schema         4
+//! schema         5
 //! suite          suite name
 //! measurements[] one per measurement (the nfs_read preset's is named "nfs-read"):
 //!   name, preset ("nfs_read" or absent), metric ("elapsed_s", …), better ("lower"|"higher"),
@@ -17,7 +17,9 @@
 //!                low, high}, policy {rule: mann_whitney|ranges, alpha, floor (a fraction)},
 //!                test {p_value, min_p_value, ratio (Hodges–Lehmann, candidate ÷ baseline),
 //!                confidence, interval [low, high] or null}, detectable {kind: change,
-//!                change (a fraction), by_floor} | {kind: too_few_repeats}},
+//!                change (a fraction), by_floor} | {kind: too_few_repeats},
+//!                calibrated (with `calibrate: true`: the same as detectable, from the
+//!                noise of the baseline's A/A pair)},
 //!                verdict (words), totals {derived metric: sum or null}, exit_statuses[],
 //!     iterations[] iteration, step, status, exit_status, elapsed_s (the guest clock's
 //!                seconds of `run`, else GNU time's), gnu_time_elapsed_s, clock
@@ -29,6 +31,9 @@
 //!                records {name: trimmed text}, counted
 //!   rounds[]     (concurrent measurements) round, iterations, start_spread_s, overlap_s,
 //!                longest_s, overlap (a fraction of the longest `run`)
+//!   calibration  (measurements with `calibrate: true`) the baseline's A/A copy as a
+//!                vms[] entry (vm: the baseline's name), its comparison with the baseline
+//!                and verdict (`same` unless the run is too noisy to trust)
 //!   problems[]   failed checks, unreadable outputs, unexpected exit statuses
 //! nfs_read       (suites with nfs_read) server {vm, kernel_release, profile {key: value}},
 //!                file_bytes, baseline, clients [{vm, mount {nfs_version, transport, rsize,
@@ -41,12 +46,14 @@
 //!                sha256, guest_sha256}], problems[]
 //! ```
 //!
+//! Schema 5 added `measurements[].calibration` and `comparison.calibrated` (absent
+//! without `calibrate: true`), `iterations[].wire` (with a capture),
+//! `iterations[].gnu_time_elapsed_s`, `iterations[].clock` and `measurements[].rounds`,
+//! with `elapsed_s` from the guest clock when there is one. Each is absent in older
+//! results, so schema 4 results read as schema 5 unchanged.
+//!
 //! Schema 4 added `measurements[].groups` (absent without them, so schema 3 results read
-//! as schema 4 unchanged); later, still schema 4 (each absent in older results, which
-//! read unchanged, and ignored by a reader that does not know it):
-//! `iterations[].wire` (with a capture), `iterations[].gnu_time_elapsed_s`,
-//! `iterations[].clock` and `measurements[].rounds`, with `elapsed_s` from the guest
-//! clock when there is one.
+//! as schema 4 unchanged).
 //!
 //! Schema 3 added `comparison.policy`, `comparison.test`, `comparison.detectable` and
 //! the verdict `undecided` (the Mann–Whitney rule of [`crate::measure::verdict`]);
@@ -68,7 +75,7 @@ use crate::run::record::{RunDirError, StepStatus};
 use crate::scenarios::nfs_read;
 
 /// `results.json`'s schema version.
-pub const RESULTS_SCHEMA: u32 = 4;
+pub const RESULTS_SCHEMA: u32 = 5;
 /// The oldest `results.json` schema this vmrepro reads ([`read_results`]).
 pub const OLDEST_RESULTS_SCHEMA: u32 = 2;
 /// Name of the results in a run folder.

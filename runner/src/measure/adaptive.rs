@@ -46,13 +46,12 @@ pub fn looks(a: Adaptive, alpha: f64) -> u32 {
 }
 
 /// Whether every comparison is decided: each candidate VM has a comparison with the
-/// baseline and its verdict is not `undecided`. A VM without one (no usable values
-/// yet) is undecided.
+/// baseline and its verdict is not `undecided`, and so has the baseline's A/A copy
+/// (`calibrate: true`). A VM without one (no usable values yet) is undecided.
 pub fn all_decided(m: &MeasurementResult) -> bool {
-    m.vms
-        .iter()
-        .filter(|v| v.vm != m.baseline)
-        .all(|v| v.comparison.as_ref().is_some_and(|c| c.verdict != Verdict::Undecided))
+    let decided =
+        |v: &crate::measure::analysis::VmResult| v.comparison.as_ref().is_some_and(|c| c.verdict != Verdict::Undecided);
+    m.vms.iter().filter(|v| v.vm != m.baseline).all(decided) && m.calibration.as_ref().is_none_or(decided)
 }
 
 /// Whether round `rounds + 1` is needed after `rounds` rounds: below `min` always, at

@@ -30,6 +30,7 @@ use super::script::{
     Clock, Section, Sections, EXIT_SETUP_FAILED, EXIT_TEARDOWN_FAILED, METRIC_FILE_KEPT_BYTES, OUTPUT_KEPT_BYTES,
 };
 use super::stats::{compare, delta, summarize, Comparison, Summary};
+use super::verdict::min_detectable;
 use crate::parse::gnutime;
 use crate::plan::measurement::{
     Better, Bytes, Expect, Iteration, MeasurementPlan, MetricFrom, OutputMetric, RemoteObserver,
@@ -426,6 +427,12 @@ pub struct MeasurementResult {
     /// together (absent otherwise, and in results before the guest clock).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<RoundOverlap>,
+    /// `calibrate: true`: the baseline's A/A copy (its `vm` is the baseline's name)
+    /// compared with the baseline like a candidate; its verdict should be `same`, and
+    /// its spread is the noise every comparison's [`Comparison::calibrated`] comes from.
+    /// Absent without `calibrate` and from results of runs before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<VmResult>,
     /// Checks that failed and outputs that could not be read.
     pub problems: Vec<String>,
 }
@@ -465,12 +472,14 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
     let derived = derived_metrics(m.observers.iter().map(|o| o.kind()));
     let mut vms = Vec::new();
     for mv in &m.vms {
-        vms.push(analyse_vm(m, &mv.vm, rec, dir, &derived, &mut problems)?);
+        vms.push(analyse_vm(m, (&mv.vm, false), rec, dir, &derived, &mut problems)?);
     }
+    let mut calibration =
+        if m.calibrate { Some(analyse_vm(m, (&m.baseline, true), rec, dir, &derived, &mut problems)?) } else { None };
     if m.metric.name == OUTCOME_METRIC {
         compare_outcomes(m, &mut vms);
     } else {
-        compare_metric(m, &mut vms);
+        compare_metric(m, &mut vms, calibration.as_mut());
     }
     Ok(MeasurementResult {
         name: m.name.clone(),
@@ -482,6 +491,7 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
         groups: m.groups.clone(),
         rounds: if m.concurrent { round_overlaps(&vms) } else { vec![] },
         vms,
+        calibration,
         problems,
     })
 }
@@ -490,12 +500,13 @@ pub fn analyse(m: &MeasurementPlan, rec: &RunRecord, dir: &Path) -> Result<Measu
 /// elapsed seconds, median MB/s, the derived metrics' totals), not yet compared with
 /// the baseline. Warm-up rounds and the rounds an adaptive repeat did not need are left
 /// out. Its kernel release is what the first iteration's `uname -r` printed, else the
-/// kernel image's.
+/// kernel image's. `(vm, copy)`: the VM, and whether its A/A copy's iterations
+/// (`calibrate: true`) are meant rather than its own.
 ///
 /// Errors: a step output named in `run.json` can't be read.
 fn analyse_vm(
     m: &MeasurementPlan,
-    vm: &str,
+    (vm, copy): (&str, bool),
     rec: &RunRecord,
     dir: &Path,
     derived: &Derived,
@@ -506,7 +517,7 @@ fn analyse_vm(
     // Adaptive repeats that stopped early: the rounds not run were not needed.
     let needed = |i: &&Iteration| rec.decided_after.get(&m.name).is_none_or(|&r| i.number <= r);
     let capture = vm_capture(m, vm, rec, dir, problems);
-    for it in m.iterations.iter().filter(|i| i.vm == vm && !i.warmup).filter(needed) {
+    for it in m.iterations.iter().filter(|i| i.vm == vm && !i.warmup && i.copy == copy).filter(needed) {
         let mut r = analyse_iteration(m, it, rec, dir, derived, problems)?;
         if let Some(c) = &capture {
             let range = rec.vm(vm).and_then(|v| v.step(&it.step)).and_then(|s| s.capture_bytes);
@@ -611,8 +622,12 @@ fn compare_outcomes(m: &MeasurementPlan, vms: &mut [VmResult]) {
 
 /// A number as the verdict metric: each VM's counted values are compared with its
 /// baseline's ([`compare`], with `m`'s verdict settings), giving every VM its median
-/// ratio and each one that is not a baseline its comparison and verdict.
-fn compare_metric(m: &MeasurementPlan, vms: &mut [VmResult]) {
+/// ratio and each one that is not a baseline its comparison and verdict. With the
+/// baseline's A/A copy (`calibration`), the copy is compared with the baseline the same
+/// way, and each comparison with that baseline gets the smallest change the A/A pair's
+/// noise lets it flag ([`Comparison::calibrated`], [`min_detectable`] of the copy's
+/// values against the baseline's).
+fn compare_metric(m: &MeasurementPlan, vms: &mut [VmResult], calibration: Option<&mut VmResult>) {
     let values = |v: &VmResult| -> Vec<f64> {
         v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(&m.metric.name, i)).collect()
     };
@@ -651,6 +666,19 @@ fn compare_metric(m: &MeasurementPlan, vms: &mut [VmResult]) {
                 .or_else(|| unusable("this VM", v, &own))
                 .unwrap_or_else(|| format!("baseline {} has no values", m.baseline_of(&v.vm)));
             v.verdict = Some(format!("{NO_COMPARISON}: {why}"));
+        }
+    }
+    let Some(copy) = calibration else { return };
+    let base = bases.get(&m.baseline).cloned().unwrap_or_default();
+    let copy_values = oriented(values(copy));
+    let Some(cmp) = compare(&copy_values, &base, &m.verdict) else { return };
+    let aa = min_detectable(&copy_values, &base, &m.verdict);
+    copy.ratio_to_baseline = Some(cmp.median_ratio);
+    copy.verdict = Some(verdict_text(&cmp, m.metric.is_speed()));
+    copy.comparison = Some(cmp);
+    for v in vms.iter_mut().filter(|v| m.baseline_of(&v.vm) == m.baseline) {
+        if let Some(c) = &mut v.comparison {
+            c.calibrated = Some(aa);
         }
     }
 }
@@ -1219,7 +1247,6 @@ mod tests {
         assert_eq!(unusable("baseline", &vm_result("a", vec![iteration()]), &[2.5]), None);
     }
 
-
     #[test]
     fn a_rounds_overlap_is_the_time_all_its_runs_shared_over_the_longest() {
         let vms = [vm_with("a", &[(10.0, 12.0), (20.0, 21.0)]), vm_with("b", &[(10.1, 11.9), (21.5, 22.0)])];
@@ -1248,6 +1275,74 @@ mod tests {
             zero_baseline_words("iops", Some("IOPS"), &[5.0], &[0.0]).as_deref(),
             Some("baseline median is 0 IOPS: no ratio")
         );
+    }
+
+    /// A VM's result with one counted iteration per elapsed time in `elapsed`.
+    fn vm_elapsed(vm: &str, elapsed: &[f64]) -> VmResult {
+        let iterations: Vec<IterationResult> =
+            elapsed.iter().map(|&e| IterationResult { elapsed_s: Some(e), ..iteration() }).collect();
+        VmResult {
+            metric: summarize(elapsed),
+            elapsed_s: summarize(elapsed),
+            exit_statuses: vec![Some(0); elapsed.len()],
+            outcomes: vec![Outcome::Exited { status: 0 }; elapsed.len()],
+            ..vm_result(vm, iterations)
+        }
+    }
+
+    #[test]
+    fn the_a_a_copy_is_compared_like_a_candidate_and_gives_every_comparison_its_noise() {
+        let file = crate::schema::load::parse_suite(
+            Path::new("demo.yaml"),
+            "name: demo\nnetwork: {subnet: 10.80.0.0/24}\nvms:\n\
+             - {name: a, kernel: {debian: \"6.1\"}, address: 10.80.0.10}\n\
+             - {name: b, kernel: {debian: \"6.1\"}, address: 10.80.0.11}\n\
+             measure:\n  - {name: m, on: [a, b], repeat: 5, calibrate: true, run: 'true'}\n"
+                .into(),
+        )
+        .expect("parses");
+        let images = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images");
+        let catalog = crate::infra::images::Catalog::load(&images).expect("images/");
+        let plan = crate::suite::compile(&file, &catalog).unwrap_or_else(|e| panic!("{e}"));
+        let m = &plan.measurements[0];
+        let base = [10.0, 10.2, 9.9, 10.1, 10.05];
+        let copy_values = [10.1, 9.95, 10.15, 10.0, 9.9];
+        let mut vms = vec![vm_elapsed("a", &base), vm_elapsed("b", &[15.0, 15.3, 14.9, 15.2, 15.1])];
+        let mut copy = vm_elapsed("a", &copy_values);
+        compare_metric(m, &mut vms, Some(&mut copy));
+        let aa = copy.comparison.as_ref().expect("the copy is compared");
+        assert_eq!(aa.verdict, super::super::stats::Verdict::Same, "quiet A/A: {aa:?}");
+        let b = vms[1].comparison.as_ref().expect("b is compared");
+        assert!(matches!(b.verdict, super::super::stats::Verdict::Slower { .. }), "{b:?}");
+        assert_eq!(b.calibrated, Some(min_detectable(&copy_values, &base, &m.verdict)));
+        assert_ne!(b.calibrated, b.detectable, "the A/A figure is the pair's, not b's own");
+
+        // A noisy copy: the A/A line says the run can't be trusted.
+        let mut noisy = vm_elapsed("a", &[13.0, 8.0, 12.5, 7.5, 14.0]);
+        compare_metric(m, &mut vms, Some(&mut noisy));
+        let r = MeasurementResult {
+            name: "m".into(),
+            preset: None,
+            metric: "elapsed_s".into(),
+            better: Better::Lower,
+            unit: None,
+            baseline: "a".into(),
+            groups: vec![],
+            vms,
+            rounds: vec![],
+            calibration: Some(noisy),
+            problems: vec![],
+        };
+        let lines = crate::report::text::verdict_lines(&r);
+        let lines: Vec<&str> = lines.lines().collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].contains("; with the A/A pair's noise and 5 and 5 repeats, changes smaller than"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[1].starts_with("a (A/A copy) vs a: undecided"), "{}", lines[1]);
+        assert!(lines[1].ends_with("this run is too noisy to trust (or the baseline drifted)"), "{}", lines[1]);
     }
 
     #[test]

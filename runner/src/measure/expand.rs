@@ -12,7 +12,11 @@
 //! plan records which remote steps surround which iteration
 //! ([`Iteration::remote`]), so the analysis never rebuilds step names. Each action of
 //! `each:` adds a step to its VM around every iteration (or round), likewise listed
-//! in [`Iteration::actions`].
+//! in [`Iteration::actions`]. With `calibrate: true` every measured round ends with
+//! the baseline VM's A/A copy ([`Iteration::copy`], step `<name>-aa-<N>`): the same
+//! commands on the same VM, a second set of iterations interleaved with the others
+//! and waited for like theirs, so that its values differ from the baseline's by the
+//! noise of the run alone.
 
 use std::time::Duration;
 
@@ -56,8 +60,8 @@ pub fn expand(
         origin,
     };
     let actions = m.actions.clone();
-    let place = |vms: &mut [VmPlan], when: When, vm: Option<&str>, step: &str, waits: Vec<Dependency>| {
-        add_actions(&actions, vms, ActionSite { when, measured: vm, step, waits }, &m.name, timeout, origin)
+    let place = |vms: &mut [VmPlan], round: Option<u32>, when: When, vm: Option<&str>, step: &str, waits| {
+        add_actions(&actions, vms, ActionSite { when, measured: vm, step, round, waits }, &m.name, timeout, origin)
     };
     // With `concurrent: true`: what the next round's first steps wait for (the barrier
     // between rounds): the last `after` action of the round, or all its iterations.
@@ -66,16 +70,27 @@ pub fn expand(
         let warmup = round <= m.warmup;
         let number = if warmup { round } else { round - m.warmup };
         let round_step = names::iteration(&m.name, warmup, number);
+        // The measured round an action surrounds: with adaptive repeats it runs only
+        // when its round is needed.
+        let measured_round = (!warmup).then_some(number);
         let barrier = std::mem::take(&mut round_end);
         let round_before = if m.concurrent {
             let waits = after.iter().cloned().chain(barrier.iter().cloned()).collect();
-            place(vms, When::Before, None, &round_step, waits)
+            place(vms, measured_round, When::Before, None, &round_step, waits)
         } else {
             vec![]
         };
         let first_of_round = m.iterations.len();
-        for mv in &m.vms {
-            let step = names::iteration(&m.name, warmup, number);
+        // `calibrate: true` (never concurrent): the baseline's A/A copy runs last in
+        // every measured round, as if it were one more candidate.
+        let copy = (m.calibrate && !warmup).then(|| m.vms.iter().find(|v| v.vm == m.baseline)).flatten();
+        let entries: Vec<_> = m.vms.iter().map(|v| (v.clone(), false)).chain(copy.map(|v| (v.clone(), true))).collect();
+        for (mv, is_copy) in &entries {
+            let step = if *is_copy {
+                names::iteration_copy(&m.name, number)
+            } else {
+                names::iteration(&m.name, warmup, number)
+            };
             let mut deps: Vec<Dependency> = after.to_vec();
             if !m.concurrent {
                 deps.extend(previous.clone());
@@ -88,7 +103,7 @@ pub fn expand(
             let mut its_actions = if m.concurrent {
                 round_before.clone()
             } else {
-                place(vms, When::Before, Some(&mv.vm), &step, deps.clone())
+                place(vms, measured_round, When::Before, Some(&mv.vm), &step, deps.clone())
             };
             deps.extend(its_actions.iter().map(|a| Dependency::passed_else_skip(&a.vm, &a.step)));
             let script = iteration_script(&step, &mv.commands, &m.observers, &m.records, m.metric_file());
@@ -105,7 +120,8 @@ pub fn expand(
             );
             *previous = Some(Dependency::ended(&mv.vm, &step));
             if !m.concurrent {
-                let done = place(vms, When::After, Some(&mv.vm), &step, vec![Dependency::ended(&mv.vm, &step)]);
+                let ended = vec![Dependency::ended(&mv.vm, &step)];
+                let done = place(vms, measured_round, When::After, Some(&mv.vm), &step, ended);
                 if let Some(last) = done.last() {
                     *previous = Some(Dependency::ended(&last.vm, &last.step));
                 }
@@ -116,6 +132,7 @@ pub fn expand(
                 step: step.clone(),
                 number,
                 warmup,
+                copy: *is_copy,
                 remote: readings,
                 actions: its_actions,
             });
@@ -123,7 +140,7 @@ pub fn expand(
         if m.concurrent {
             let ended: Vec<Dependency> =
                 m.iterations[first_of_round..].iter().map(|i| Dependency::ended(&i.vm, &i.step)).collect();
-            let done = place(vms, When::After, None, &round_step, ended.clone());
+            let done = place(vms, measured_round, When::After, None, &round_step, ended.clone());
             round_end = match done.last() {
                 Some(last) => vec![Dependency::ended(&last.vm, &last.step)],
                 None => ended,
@@ -222,6 +239,8 @@ struct ActionSite<'a> {
     when: When,
     measured: Option<&'a str>,
     step: &'a str,
+    /// The measured round (`None`: a warm-up round).
+    round: Option<u32>,
     waits: Vec<Dependency>,
 }
 
@@ -255,7 +274,12 @@ fn add_actions(
             Some(p) => vec![Dependency::ended(&p.vm, &p.step)],
         };
         let v = vms.iter().position(|v| v.name == a.vm).expect("validated VM");
-        let kind = StepKind::Action { measurement: measurement.to_string(), when: a.when, action: a.number };
+        let kind = StepKind::Action {
+            measurement: measurement.to_string(),
+            when: a.when,
+            action: a.number,
+            round: site.round,
+        };
         vms[v].steps.push(StepPlan::new(&name, action_script(&a.command), kind, timeout).after(waits).origin(origin));
         placed.push(ActionStep { action: index, vm: a.vm.clone(), step: name });
     }
@@ -396,6 +420,48 @@ mod tests {
         for vm in ["a", "b"] {
             assert_eq!(waits(&p, vm, "m-2"), ["server:passed", "server/action-after-1-m-1:ended"]);
         }
+    }
+
+    #[test]
+    fn actions_name_the_measured_round_they_surround() {
+        use crate::plan::StepKind;
+        let p = plan(&format!("    warmup: 1\n{EACH}"));
+        let rounds: Vec<(&str, Option<u32>)> = p.vms[0]
+            .steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StepKind::Action { round, .. } => Some((s.name.as_str(), *round)),
+                _ => None,
+            })
+            .filter(|(name, _)| name.starts_with("action-before-1-a-"))
+            .collect();
+        // The warm-up round's actions always run; a measured round's run when it does.
+        assert_eq!(
+            rounds,
+            [
+                ("action-before-1-a-m-warmup-1", None),
+                ("action-before-1-a-m-1", Some(1)),
+                ("action-before-1-a-m-2", Some(2)),
+            ]
+        );
+    }
+
+    #[test]
+    fn calibrate_adds_a_second_set_of_baseline_iterations_interleaved_with_the_others() {
+        let p = plan("    warmup: 1\n    calibrate: true\n");
+        let steps = |vm: &str| -> Vec<String> {
+            p.vms.iter().find(|v| v.name == vm).expect("VM").steps.iter().map(|s| s.name.clone()).collect()
+        };
+        assert_eq!(steps("a"), ["m-warmup-1", "m-1", "m-aa-1", "m-2", "m-aa-2"], "no copy of warm-ups");
+        assert_eq!(steps("b"), ["m-warmup-1", "m-1", "m-2"]);
+        // Each round: a, b, then a's copy, which waits for b like another candidate.
+        assert_eq!(waits(&p, "a", "m-aa-1"), ["server:passed", "b/m-1:ended"]);
+        assert_eq!(waits(&p, "a", "m-2"), ["server:passed", "a/m-aa-1:ended"]);
+        let m = &p.measurements[0];
+        let copies: Vec<(&str, u32)> =
+            m.iterations.iter().filter(|i| i.copy).map(|i| (i.step.as_str(), i.number)).collect();
+        assert_eq!(copies, [("m-aa-1", 1), ("m-aa-2", 2)]);
+        assert!(m.iterations.iter().filter(|i| i.copy).all(|i| i.vm == "a" && !i.warmup));
     }
 
     #[test]

@@ -245,6 +245,12 @@ pub struct Comparison {
     /// numbers of repeats (absent from older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detectable: Option<Detectable>,
+    /// With `calibrate: true`: the smallest change the rule could have flagged with the
+    /// noise of the baseline's A/A pair (the baseline and its copy, the same VM measured
+    /// twice) and its numbers of repeats; absent without an A/A pair and from older
+    /// results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrated: Option<Detectable>,
 }
 
 /// Compares a candidate client's repeated elapsed times (seconds; lower is
@@ -300,6 +306,7 @@ pub fn compare(candidate: &[f64], baseline: &[f64], policy: &VerdictPolicy) -> O
         verdict,
         policy: *policy,
         test: Some(test),
+        calibrated: None,
     })
 }
 

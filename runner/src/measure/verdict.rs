@@ -280,6 +280,58 @@ mod tests {
         assert!(n > 0.3, "±25 % noise hides changes of 30 %, got {n}");
     }
 
+    /// The smallest change `compare` flags, found by trying every shift: both samples
+    /// are centred on their own medians (as [`min_detectable`] does), the candidate is
+    /// multiplied by `1 + c` (slower) or divided by it (faster) for `c` in steps of
+    /// 0.0001, and the first `c` whose verdict is `slower`/`faster` is kept; the answer
+    /// is the larger of the two directions.
+    fn brute_force(candidate: &[f64], baseline: &[f64], policy: &VerdictPolicy) -> Option<f64> {
+        use crate::measure::stats::{compare, Verdict};
+        let centred = |xs: &[f64]| -> Vec<f64> {
+            let mut s = xs.to_vec();
+            s.sort_by(f64::total_cmp);
+            let med = median_sorted(&s);
+            xs.iter().map(|x| 100.0 * x / med).collect()
+        };
+        let (c, b) = (centred(candidate), centred(baseline));
+        let first = |slower: bool| {
+            (1..=30_000).map(|k| f64::from(k) * 1e-4).find(|change| {
+                let f = if slower { 1.0 + change } else { 1.0 / (1.0 + change) };
+                let shifted: Vec<f64> = c.iter().map(|x| x * f).collect();
+                let v = compare(&shifted, &b, policy).expect("positive values").verdict;
+                matches!((slower, v), (true, Verdict::Slower { .. }) | (false, Verdict::Faster { .. }))
+            })
+        };
+        Some(first(true)?.max(first(false)?))
+    }
+
+    #[test]
+    fn min_detectable_agrees_with_a_brute_force_search() {
+        let noisy_c = [9.1, 10.4, 11.7, 10.0, 8.8, 12.3, 9.6];
+        let noisy_b = [10.2, 9.4, 11.1, 10.0, 12.6, 8.7, 10.8];
+        let quiet = [10.0, 10.1, 9.9, 10.05, 9.95, 10.02];
+        let seven = [5.0, 5.5, 6.1, 4.7, 5.2, 5.9, 4.9];
+        let cases: [(&[f64], &[f64], VerdictPolicy); 5] = [
+            (&noisy_c, &noisy_b, VerdictPolicy::default()),
+            (&quiet, &quiet, VerdictPolicy::default()),
+            (&noisy_c, &noisy_b, VerdictPolicy { alpha: 0.05, floor: 0.05, ..VerdictPolicy::default() }),
+            (&seven, &noisy_b, VerdictPolicy { floor: 0.02, ..VerdictPolicy::default() }),
+            (&noisy_c, &noisy_b, VerdictPolicy::recorded_before()),
+        ];
+        for (c, b, policy) in cases {
+            let Detectable::Change { change, by_floor } = min_detectable(c, b, &policy) else {
+                panic!("{c:?} vs {b:?}: 7 and 6 or more repeats can reach p < alpha")
+            };
+            let brute = brute_force(c, b, &policy).expect("some shift under 300 % is flagged");
+            // The search steps by 0.0001 and flags the first step strictly past the
+            // bound, so it lands at most one step above the exact answer.
+            assert!(
+                brute >= change - 1e-9 && brute - change <= 1e-4 + 1e-9,
+                "{c:?} vs {b:?} under {policy:?}: min_detectable {change} (floor {by_floor}), brute force {brute}"
+            );
+        }
+    }
+
     #[test]
     fn min_detectable_of_the_ranges_rule_is_the_separation() {
         let policy = VerdictPolicy::recorded_before();

@@ -46,6 +46,11 @@ pub struct MeasurementPlan {
     pub warmup: u32,
     /// All VMs at once.
     pub concurrent: bool,
+    /// `calibrate: true`: every measured round also runs the baseline VM's iteration a
+    /// second time (an A/A copy, [`Iteration::copy`]), after the other VMs' ones;
+    /// absent (false) from plans saved before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub calibrate: bool,
     /// Expected exit status of `run`.
     pub expect_exit: i32,
     /// Observers read in the measured VM around every iteration.
@@ -288,6 +293,11 @@ pub struct Iteration {
     pub number: u32,
     /// A warm-up (its output is kept, its numbers are left out).
     pub warmup: bool,
+    /// The A/A copy of the baseline's iteration (`calibrate: true`): the same VM and
+    /// commands run again as a separate step, analysed as the calibration pair, never
+    /// as the baseline's own values.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub copy: bool,
     /// The remote observations around it.
     pub remote: Vec<RemoteReading>,
     /// The steps of the actions around it (with `concurrent: true`, around its round),

@@ -260,6 +260,11 @@ pub enum StepKind {
         when: crate::plan::measurement::When,
         /// 1-based position in its list (`each.before` or `each.after`).
         action: u32,
+        /// The measured round it surrounds (1-based; absent for warm-up rounds and from
+        /// plans saved before adaptive repeats took actions): with adaptive repeats it
+        /// runs only when that round is needed, like the round's iterations.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        round: Option<u32>,
     },
     /// A remote observer's reading around a measurement's iterations.
     Observe {

@@ -60,6 +60,12 @@ pub fn iteration(measurement: &str, warmup: bool, n: u32) -> String {
     }
 }
 
+/// The A/A copy of the baseline's measured iteration `n` (`calibrate: true`):
+/// `<measurement>-aa-<n>`, a step of its own on the baseline VM.
+pub fn iteration_copy(measurement: &str, n: u32) -> String {
+    format!("{measurement}-aa-{n}")
+}
+
 /// The remote netem step before iteration step `step` of VM `vm`.
 pub fn netem_before(seeded: bool, vm: &str, step: &str) -> String {
     let prefix = if seeded { NET_RESEED_PREFIX } else { NET_OBSERVE_PREFIX };
@@ -93,7 +99,7 @@ pub fn reserved<'a>(name: &str, measurements: impl IntoIterator<Item = &'a str>)
     }
     for m in measurements.into_iter().chain([NFS_READ_MEASUREMENT]) {
         if let Some(rest) = name.strip_prefix(m).and_then(|r| r.strip_prefix('-')) {
-            let n = rest.strip_prefix("warmup-").unwrap_or(rest);
+            let n = rest.strip_prefix("warmup-").or_else(|| rest.strip_prefix("aa-")).unwrap_or(rest);
             if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
                 return Some(format!("{name:?} is the name of an iteration step of measurement {m:?}"));
             }
@@ -119,6 +125,7 @@ mod tests {
             profile("nfs-server-2.4.19"),
             iteration("write", false, 3),
             iteration("write", true, 1),
+            iteration_copy("write", 2),
             iteration(NFS_READ_MEASUREMENT, false, 12),
             netem_before(true, "c", "write-1"),
             netem_before(false, "c", "write-1"),

@@ -47,6 +47,23 @@ fn verdict_full(v: Option<&VmResult>, baseline: &str) -> String {
     }
 }
 
+/// The smallest change a VM's comparison could have flagged, from its A/A pair when
+/// the run had one (`12.5 % (A/A)`), else from its own noise (`34.7 %`), or `none (too
+/// few repeats)`; `None` without a comparison or a figure (older results).
+fn detectable_words(v: Option<&VmResult>) -> Option<String> {
+    use crate::measure::verdict::Detectable;
+    let c = v?.comparison.as_ref()?;
+    let (d, from) = match (c.calibrated, c.detectable) {
+        (Some(d), _) => (d, " (A/A)"),
+        (None, Some(d)) => (d, ""),
+        (None, None) => return None,
+    };
+    Some(match d {
+        Detectable::Change { change, .. } => format!("{}{from}", super::text::pct(change)),
+        Detectable::TooFewRepeats => format!("none (too few repeats){from}"),
+    })
+}
+
 /// Compares run `then` (labelled `then_label`) with run `now`.
 pub fn diff(then: &Results, now: &Results, then_label: &str, now_label: &str) -> Diff {
     let mut d = Diff::default();
@@ -124,6 +141,16 @@ pub fn diff(then: &Results, now: &Results, then_label: &str, now_label: &str) ->
             if !moved.is_empty() {
                 let _ = writeln!(t, "{:<14} counters (totals over the repeats): {}", "", moved.join(", "));
             }
+            let (da, db) = (detectable_words(va), detectable_words(vb));
+            if da.is_some() || db.is_some() {
+                let (da, db) = (da.unwrap_or_else(|| "-".into()), db.unwrap_or_else(|| "-".into()));
+                let _ = writeln!(t, "{:<14} smallest detectable change: {da} → {db}", "");
+            }
+        }
+        let (ca, cb) = (a.and_then(|m| m.calibration.as_ref()), b.and_then(|m| m.calibration.as_ref()));
+        if let Some(base) = ca.or(cb).map(|c| c.vm.clone()) {
+            let word = |c: Option<&VmResult>| c.map_or("absent".to_string(), |c| verdict_full(Some(c), ""));
+            let _ = writeln!(t, "A/A copy of {base}: {} → {}", word(ca), word(cb));
         }
         let pa = a.map_or(0, |m| m.problems.len());
         let pb = b.map_or(0, |m| m.problems.len());

@@ -12,7 +12,10 @@ pub mod published;
 pub mod snapshot;
 pub mod text;
 
+/// Only tests/suites.rs uses `summary` now.
+#[cfg_attr(vmrepro_dead_code, allow(unused_imports))]
+pub use text::summary;
 /// The tests' way to the verdict lines alone (`tables` prints them after each table).
 #[cfg_attr(vmrepro_dead_code, allow(unused_imports))]
 pub use text::verdict_lines;
-pub use text::{summary, summary_not_analysed, summary_with_problems, tables};
+pub use text::{summary_not_analysed, summary_with_problems, tables};

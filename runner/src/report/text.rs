@@ -10,7 +10,9 @@ use crate::plan::measurement::MeasurementPlan;
 use crate::run::{RunRecord, StepStatus};
 
 /// The run's summary: status and phase timings, each VM's kernel and boot time, and
-/// every step that did not pass.
+/// every step that did not pass. (tests/suites.rs prints it; the CLI uses
+/// [`summary_with_problems`] or [`summary_not_analysed`].)
+#[cfg_attr(vmrepro_dead_code, allow(dead_code))]
 pub fn summary(rec: &RunRecord) -> String {
     summary_with_problems(rec, 0)
 }
@@ -306,49 +308,90 @@ fn fmt_value(v: f64) -> String {
 /// (p-value, Hodges–Lehmann ratio, interval), the verdict, and the smallest change the
 /// run could have flagged, e.g.
 /// `client-b vs client-a: undecided (mann_whitney, α 0.01, floor 10 %): p = 0.70 (3 and 3 repeats: p ≥ 0.10), ratio 0.82x, no 99 % interval; no change could be flagged: 3 and 3 repeats can't reach p < 0.01`.
+/// With `calibrate: true` each line also gives the smallest change the A/A pair's
+/// noise allows, and a last line the A/A pair's own verdict
+/// (`client-a (A/A copy) vs client-a: same …`), with a warning when it is not `same`.
 pub fn verdict_lines(m: &MeasurementResult) -> String {
-    use crate::measure::verdict::{Detectable, Rule};
     let mut t = String::new();
     for v in m.vms.iter().filter(|v| !m.is_baseline(&v.vm)) {
         let Some(c) = &v.comparison else { continue };
-        let p = &c.policy;
-        let rule = match p.rule {
-            Rule::Ranges => format!("ranges, floor {}", pct(p.floor)),
-            Rule::MannWhitney => format!("mann_whitney, α {}, floor {}", alpha_words(p), pct(p.floor)),
-        };
-        let sizes = format!("{} and {} repeats", c.candidate.n, c.baseline.n);
-        let mut line =
-            format!("{} vs {}: {} ({rule})", v.vm, m.baseline_of(&v.vm), v.verdict.as_deref().unwrap_or("-"));
-        if let Some(test) = &c.test {
-            let level = pct(test.confidence);
-            let interval = test.interval.map_or(format!("no {level} interval from {sizes}"), |[lo, hi]| {
-                format!("{level} interval {lo:.2}x–{hi:.2}x")
-            });
-            let _ = write!(
-                line,
-                ": Mann–Whitney p = {} ({sizes}: p ≥ {}), ratio {:.2}x, {interval}",
-                fmt_p(test.p_value),
-                fmt_p(test.min_p_value),
-                test.ratio
-            );
-        }
-        match c.detectable {
-            Some(Detectable::Change { change, by_floor }) => {
-                let why = if by_floor { " (the floor)" } else { "" };
-                let _ = write!(
-                    line,
-                    "; with this noise and {sizes}, changes smaller than {}{why} would not be flagged",
-                    pct(change)
-                );
-            }
-            Some(Detectable::TooFewRepeats) => {
-                let _ = write!(line, "; no change could be flagged: {sizes} can't reach p < {}", fmt_p(p.level()));
-            }
-            None => {}
+        let mut line = comparison_line(&v.vm, m.baseline_of(&v.vm), v.verdict.as_deref(), c);
+        let pair = m.calibration.as_ref().and_then(|a| a.comparison.as_ref());
+        if let (Some(aa), Some(pair)) = (c.calibrated, pair) {
+            let sizes = format!("{} and {} repeats", pair.candidate.n, pair.baseline.n);
+            let _ = write!(line, "; {}", detectable_words(aa, &c.policy, "the A/A pair's noise", &sizes));
         }
         let _ = writeln!(t, "{line}");
     }
+    if let Some(aa) = &m.calibration {
+        match &aa.comparison {
+            Some(c) => {
+                let mut line = comparison_line(&format!("{} (A/A copy)", aa.vm), &m.baseline, aa.verdict.as_deref(), c);
+                if c.verdict != crate::measure::stats::Verdict::Same {
+                    let _ = write!(
+                        line,
+                        "; the A/A pair is not `same`: this run is too noisy to trust (or the baseline drifted)"
+                    );
+                }
+                let _ = writeln!(t, "{line}");
+            }
+            None => {
+                let _ = writeln!(t, "{} (A/A copy) vs {}: no values to compare", aa.vm, m.baseline);
+            }
+        }
+    }
     t
+}
+
+/// `vm vs baseline: verdict (rule): test; smallest detectable change` for one comparison.
+fn comparison_line(vm: &str, baseline: &str, verdict: Option<&str>, c: &crate::measure::stats::Comparison) -> String {
+    use crate::measure::verdict::Rule;
+    let p = &c.policy;
+    let rule = match p.rule {
+        Rule::Ranges => format!("ranges, floor {}", pct(p.floor)),
+        Rule::MannWhitney => format!("mann_whitney, α {}, floor {}", alpha_words(p), pct(p.floor)),
+    };
+    let sizes = format!("{} and {} repeats", c.candidate.n, c.baseline.n);
+    let mut line = format!("{vm} vs {baseline}: {} ({rule})", verdict.unwrap_or("-"));
+    if let Some(test) = &c.test {
+        let level = pct(test.confidence);
+        let interval = test.interval.map_or(format!("no {level} interval from {sizes}"), |[lo, hi]| {
+            format!("{level} interval {lo:.2}x–{hi:.2}x")
+        });
+        let _ = write!(
+            line,
+            ": Mann–Whitney p = {} ({sizes}: p ≥ {}), ratio {:.2}x, {interval}",
+            fmt_p(test.p_value),
+            fmt_p(test.min_p_value),
+            test.ratio
+        );
+    }
+    if let Some(d) = c.detectable {
+        let _ = write!(line, "; {}", detectable_words(d, p, "this noise", &sizes));
+    }
+    line
+}
+
+/// The smallest detectable change in words, from `noise` (`this noise`) and `sizes`
+/// (`5 and 5 repeats`): `with this noise and 5 and 5 repeats, changes smaller than
+/// 34.7 % would not be flagged` (`(the floor)` when the floor sets it), or why no
+/// change could be.
+fn detectable_words(
+    d: crate::measure::verdict::Detectable,
+    p: &crate::plan::measurement::VerdictPolicy,
+    noise: &str,
+    sizes: &str,
+) -> String {
+    use crate::measure::verdict::Detectable;
+    match d {
+        Detectable::Change { change, by_floor } => {
+            let why = if by_floor { " (the floor)" } else { "" };
+            format!("with {noise} and {sizes}, changes smaller than {}{why} would not be flagged", pct(change))
+        }
+        Detectable::TooFewRepeats => {
+            format!("no change could be flagged: {sizes} can't reach p < {}", fmt_p(p.level()))
+        }
+    }
 }
 
 /// A fraction as a percentage: `10 %`, `99 %`, `99.9 %`, `34.7 %` (one decimal unless whole).

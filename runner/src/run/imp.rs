@@ -250,11 +250,18 @@ fn settle(rec: &mut RunRecord, result: &Result<Option<Stopped>, RunError>) {
         Ok(None) => {
             // Measured iterations are judged by the analysis (a failed, hung or crashed
             // iteration is an outcome of its VM, compared across VMs); every other step
-            // must pass.
+            // must pass, except the actions of adaptive rounds that were not needed.
+            let not_needed = |s: &&crate::run::record::StepRecord| match &s.kind {
+                StepKind::Action { measurement, round: Some(r), .. } => {
+                    rec.decided_after.get(measurement).is_some_and(|&d| *r > d)
+                }
+                _ => false,
+            };
             let failed = rec
                 .vms
                 .iter()
                 .flat_map(|v| &v.steps)
+                .filter(|s| !not_needed(s))
                 .any(|s| s.status != StepStatus::Passed && !matches!(s.kind, StepKind::Measure { .. }));
             rec.status = if failed { RunStatus::Failed } else { RunStatus::Passed };
         }

@@ -532,8 +532,13 @@ pub(super) async fn run_vm(
             skipped(why.clone(), false);
             continue;
         }
-        if let StepKind::Measure { measurement, iteration, warmup: false } = &st.kind {
-            if !rounds.needed(measurement, *iteration, rec) {
+        let round = match &st.kind {
+            StepKind::Measure { measurement, iteration, warmup: false } => Some((measurement, *iteration)),
+            StepKind::Action { measurement, round: Some(r), .. } => Some((measurement, *r)),
+            _ => None,
+        };
+        if let Some((measurement, iteration)) = round {
+            if !rounds.needed(measurement, iteration, rec) {
                 // Not a failure: later steps waiting for it go on.
                 skipped(format!("not needed: every comparison of {measurement} was decided before this round"), true);
                 continue;

@@ -63,6 +63,13 @@ pub struct MeasureSpec {
     /// All VMs at once instead of one after another (default false).
     #[serde(default)]
     pub concurrent: Option<bool>,
+    /// Run the baseline VM's measured iterations twice (default false): an A/A pair,
+    /// the second copy interleaved with the VMs like another candidate, whose verdict
+    /// against the baseline should be `same` and whose spread gives the smallest change
+    /// the run could have seen. Not with `concurrent: true` (the copy runs on the
+    /// baseline's own VM, so it could not run at the same time as it).
+    #[serde(default)]
+    pub calibrate: Option<bool>,
     /// Shell command run before each iteration.
     #[serde(default)]
     pub setup: Option<String>,

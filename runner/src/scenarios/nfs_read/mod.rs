@@ -198,6 +198,7 @@ fn measurement(n: &NfsReadSpec, suite: &SuiteSpec, plan: &NfsPlan, server_addr: 
         adaptive: None,
         warmup: n.warmup.unwrap_or(0),
         concurrent: n.concurrent.unwrap_or(false),
+        calibrate: false,
         expect_exit: 0,
         observers: vec![
             Observer::new(ObserverKind::named("netstat")),

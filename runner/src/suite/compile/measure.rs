@@ -94,6 +94,7 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
         adaptive,
         warmup: spec.warmup.unwrap_or(0),
         concurrent: spec.concurrent.unwrap_or(false),
+        calibrate: spec.calibrate.unwrap_or(false),
         expect_exit: spec.expect_exit.unwrap_or(0),
         observers,
         remote,

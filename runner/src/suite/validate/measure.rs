@@ -68,6 +68,7 @@ fn check_one(
     check_numbers_and_commands(errs, m, k);
     check_each(errs, m, k, vm_names);
     check_repeat(errs, s, m, k);
+    check_calibrate(errs, m, k);
     let kinds = check_observers(errs, s, m, k);
     let records = check_records(errs, m, k);
     check_bytes(errs, m, k);
@@ -224,14 +225,30 @@ fn check_repeat(errs: &mut Vec<ValidationError>, s: &SuiteSpec, m: &MeasureSpec,
             "adaptive repeats need `verdict: {rule: mann_whitney}`: the ranges rule never says undecided, so every measurement would stop at `min`".into(),
         );
     }
-    if m.each.is_some() {
-        rule(
-            errs,
-            "adaptive repeats can't be combined with `each:` yet: the actions of rounds that are not needed would still run; give `repeat` a count".into(),
-        );
-    }
     if m.compare.as_deref() == Some(OUTCOME_METRIC) {
         rule(errs, "adaptive repeats need a number to compare; `compare: outcome` has no test that decides".into());
+    }
+}
+
+/// `calibrate: true`: an A/A copy that runs after the other VMs' iterations (not with
+/// `concurrent: true`, where the copy could not overlap its own VM's iteration) and a
+/// number to compare (not `compare: outcome`).
+fn check_calibrate(errs: &mut Vec<ValidationError>, m: &MeasureSpec, k: &str) {
+    if m.calibrate != Some(true) {
+        return;
+    }
+    let key = format!("{k}.calibrate");
+    if m.concurrent == Some(true) {
+        errs.push(ValidationError::Rule {
+            key: key.clone(),
+            message: "`calibrate: true` runs the baseline's iterations a second time on its own VM, which can't overlap the first; leave out `concurrent: true` or `calibrate`".into(),
+        });
+    }
+    if m.compare.as_deref() == Some(OUTCOME_METRIC) {
+        errs.push(ValidationError::Rule {
+            key,
+            message: "`calibrate: true` measures the noise of a number; `compare: outcome` has none to measure".into(),
+        });
     }
 }
 
