@@ -299,7 +299,7 @@ fn bundle_suites_may_not_leave_their_folder() {
     assert!(err.to_string().contains("outside the suite's folder and the images folder"), "{err}");
 
     // From a bundle: every path but the first is refused.
-    let options = LoadOptions { confine_to: Some(bundle.clone()) };
+    let options = LoadOptions { confine_to: Some(bundle.clone()), ..Default::default() };
     let file = load_suite_with(&path, &options).unwrap_or_else(|e| panic!("{e}"));
     let result = vmrepro::suite::compile(&file, &catalog);
     let (missing, rendered) = defects(&path, result, true);

@@ -19,6 +19,12 @@ pub(crate) struct Cli {
     /// ~/.cache/vmrepro).
     #[arg(long, global = true, env = "VMREPRO_CACHE_DIR")]
     pub(crate) cache: Option<PathBuf>,
+    /// Map a tree name of `kernel: {tree: NAME, rev: …}` to a git checkout on this
+    /// machine, NAME=PATH (repeatable; also $VMREPRO_TREES=NAME=PATH,…, which this
+    /// overrides name by name). vmrepro reads the checkout's objects only: its working
+    /// tree, index and refs are never touched.
+    #[arg(long = "tree", global = true, value_name = "NAME=PATH", value_parser = crate::infra::images::tree::parse_mapping)]
+    pub(crate) trees: Vec<(String, PathBuf)>,
     #[command(subcommand)]
     pub(crate) command: Command,
 }

@@ -18,7 +18,7 @@ pub(super) fn load_or_exit(path: &Path, images: Option<&Path>) -> Result<(crate:
     crate::suite::load(path, images).map_err(|e| {
         match e {
             // A located suite error renders its own `error:` lines.
-            crate::suite::LoadError::Spec(_) => errln!("{e}"),
+            crate::suite::LoadError::Spec(_) | crate::suite::LoadError::Trees(_) => errln!("{e}"),
             crate::suite::LoadError::Catalog(_) => errln!("error: {e}"),
         }
         exit::CONFIG_ERROR

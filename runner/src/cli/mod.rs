@@ -19,6 +19,7 @@ pub use progress::{interrupted, progress_sink};
 /// Runs the CLI; returns the process exit code.
 pub fn main() -> i32 {
     let cli = args::Cli::parse();
+    crate::infra::images::tree::set_cli_trees(cli.trees.clone());
     if matches!(cli.command, args::Command::Check { .. } | args::Command::Plan { .. }) {
         // These only print: a closed pipe (`vmrepro check … | head`) ends them at once,
         // as it does `cat` (the others go on and drop the output, see `out!`). Not for

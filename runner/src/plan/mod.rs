@@ -145,6 +145,7 @@ fn ser_kernel<S: serde::Serializer>(k: &KernelSource, s: S) -> Result<S::Ok, S::
         KernelSource::Debian(p) => s.serialize_str(&format!("debian:{} ({} {})", p.series, p.package, p.version)),
         KernelSource::Local { image, .. } => s.serialize_str(&format!("local:{}", image.display())),
         KernelSource::Source(k) => s.serialize_str(&k.label()),
+        KernelSource::Tree(k) => s.serialize_str(&k.label()),
     }
 }
 

@@ -82,6 +82,10 @@ pub struct BundleInfo {
     /// Bundled source-built kernels.
     #[serde(default)]
     pub kernels: Vec<BundledKernel>,
+    /// The commit each git-tree kernel (`kernel: {tree, rev}`) resolved to, so that a
+    /// replayer without the tree loads the suite (and finds the bundled kernel).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trees: Vec<BundledTree>,
     /// The placeholders that replaced host-specific text.
     pub placeholders: Vec<String>,
     /// Logs that were cut.
@@ -90,6 +94,44 @@ pub struct BundleInfo {
     /// Notes on the redaction (names too short to replace).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// A git-tree kernel's revision and what it resolved to when the run was made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundledTree {
+    /// The tree's short name in the suite.
+    pub tree: String,
+    /// The revision as the suite gives it.
+    pub rev: String,
+    /// The commit id (40 hex digits).
+    pub commit: String,
+    /// `git describe` of it.
+    pub describe: String,
+    /// Its subject line.
+    pub subject: String,
+    /// Its committer date (ISO 8601).
+    pub date: String,
+}
+
+impl BundledTree {
+    /// What `rev` of `tree` resolved to, as [`crate::infra::images::tree::Trees::pin`] takes it.
+    ///
+    /// Errors: a commit id that is not 40 hex digits (a crafted BUNDLE.json).
+    pub fn commit(&self) -> Result<crate::infra::images::tree::TreeCommit, String> {
+        if self.commit.len() != 40 || !self.commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "BUNDLE.json: trees: commit `{}` is not 40 hex digits",
+                crate::schema::text::escape_controls(&self.commit)
+            ));
+        }
+        Ok(crate::infra::images::tree::TreeCommit {
+            commit: self.commit.to_ascii_lowercase(),
+            describe: self.describe.clone(),
+            subject: self.subject.clone(),
+            date: self.date.clone(),
+        })
+    }
 }
 
 /// A pinned kernel package inside the bundle.
@@ -311,7 +353,7 @@ fn pinned_entries(catalog: &Catalog, plan: &Plan) -> Result<String, BundleError>
             KernelSource::Source(s) => {
                 used.insert(s.source.sha256.clone());
             }
-            KernelSource::Local { .. } => {}
+            KernelSource::Local { .. } | KernelSource::Tree(_) => {}
         }
     }
     for key in ["kernels", "sources"] {
@@ -391,6 +433,26 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
         with_images: opts.with_images,
         packages,
         kernels,
+        trees: plan
+            .vms
+            .iter()
+            .filter_map(|v| match &v.kernel {
+                KernelSource::Tree(t) => Some(BundledTree {
+                    tree: t.tree.clone(),
+                    rev: t.rev.clone(),
+                    commit: t.resolved.commit.clone(),
+                    describe: t.resolved.describe.clone(),
+                    subject: t.resolved.subject.clone(),
+                    date: t.resolved.date.clone(),
+                }),
+                _ => None,
+            })
+            .fold(Vec::new(), |mut acc: Vec<BundledTree>, t| {
+                if !acc.contains(&t) {
+                    acc.push(t);
+                }
+                acc
+            }),
         placeholders: ["$RUN_DIR", "$TMP", "$SUITE_DIR", "$PROJECT", "$CACHE", "$HOME", "$HOSTNAME", "$USER"]
             .map(String::from)
             .to_vec(),
@@ -512,6 +574,11 @@ impl Project<'_> {
                     self.add(entries, f)?;
                 }
             }
+            KernelSource::Tree(t) => {
+                for f in t.fragments.iter().chain(&t.patches) {
+                    self.add(entries, f)?;
+                }
+            }
             KernelSource::Local { image, modules } => {
                 self.add(entries, image)?;
                 if let Some(m) = modules {
@@ -611,7 +678,7 @@ fn add_kernels(
                     path,
                 });
             }
-            KernelSource::Source(_) | KernelSource::Local { .. } => {
+            KernelSource::Source(_) | KernelSource::Tree(_) | KernelSource::Local { .. } => {
                 let (art, _) = crate::infra::images::kernel::resolve_kernel(cache, &v.kernel)?;
                 let path = format!("kernels/{}", kernels.len() + 1);
                 for name in ["vmlinuz", "release", "config", "initramfs-modules.cpio", "modules.ext4"] {

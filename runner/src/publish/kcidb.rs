@@ -100,6 +100,12 @@ pub struct Checkout {
     /// SHA-256 over the patches' SHA-256 sums (`""`: none applied; absent: unknown).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patchset_hash: Option<String>,
+    /// The commit built, for a kernel from a git tree (40 hex digits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git_commit_hash: Option<String>,
+    /// `git describe` of that commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git_commit_name: Option<String>,
     /// What the source is.
     pub misc: SourceFacts,
 }
@@ -125,6 +131,15 @@ pub enum SourceFacts {
         version: String,
         /// SHA-256 of the source `.deb`.
         sha256: String,
+        /// Patches in order: file name and SHA-256.
+        patches: Vec<NamedHash>,
+    },
+    /// A commit of a git tree the user mapped, with patches.
+    Tree {
+        /// The tree's short name in the suite.
+        tree: String,
+        /// The commit id.
+        commit: String,
         /// Patches in order: file name and SHA-256.
         patches: Vec<NamedHash>,
     },
@@ -398,6 +413,30 @@ fn is_sha256(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
+/// For a kernel built here (a source package or a tree): records its fragments and final
+/// `.config` in `facts`, and returns the patchset hash (`None` when a patch could not be
+/// read and has no SHA-256), the patches by name, ` + a.patch + b.patch` for the
+/// comment, and the config name (`defconfig+kvm_guest.config+<fragments>`).
+fn built_here(
+    facts: &mut BuildFacts,
+    fragments: &[FileHash],
+    patches: &[FileHash],
+    config_sha256: Option<&str>,
+) -> (Option<String>, Vec<NamedHash>, String, String) {
+    facts.fragments = named(fragments);
+    facts.config_sha256 = config_sha256.map(text);
+    let sums: Vec<&str> = patches.iter().map(|p| p.sha256.as_str()).collect();
+    // A patch that could not be read has no SHA-256: the patchset's is unknown.
+    let hash = sums.iter().all(|s| is_sha256(s)).then(|| patchset_hash(&sums));
+    let names = named(patches);
+    let with: String = names.iter().map(|p| format!(" + {}", p.name)).collect();
+    let config = std::iter::once("defconfig+kvm_guest.config".to_string())
+        .chain(facts.fragments.iter().map(|f| f.name.clone()))
+        .collect::<Vec<_>>()
+        .join("+");
+    (hash, names, with, config)
+}
+
 /// The checkout and build of VM `name`'s kernel.
 fn kernel(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm], name: &str) -> (Checkout, Build) {
     let rec = a.record.vm(name);
@@ -418,6 +457,7 @@ fn kernel(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm], name: &str) -
         config_sha256: None,
         cache_key: image.map(|i| text(&i.key)),
     };
+    let mut git: Option<(String, String)> = None;
     let (source, comment, tree, patchset, config_name) = match info.map(|k| &k.origin) {
         Some(KernelOrigin::Debian { package, version, suite, sha256, .. }) => {
             facts.deb_sha256 = Some(text(sha256));
@@ -425,18 +465,8 @@ fn kernel(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm], name: &str) -
             (s, format!("Debian package {package} {version} ({suite})"), Some("debian"), Some(String::new()), None)
         }
         Some(KernelOrigin::Source { package, version, sha256, fragments, patches, config_sha256 }) => {
-            facts.fragments = named(fragments);
-            facts.config_sha256 = config_sha256.as_deref().map(text);
-            let sums: Vec<&str> = patches.iter().map(|p| p.sha256.as_str()).collect();
-            // A patch that could not be read has no SHA-256: the patchset's is unknown.
-            let hash = sums.iter().all(|s| is_sha256(s)).then(|| patchset_hash(&sums));
-            let names = named(patches);
-            let with: Vec<String> = names.iter().map(|p| format!(" + {}", p.name)).collect();
-            let comment = format!("Debian source package {package} {version}{}", with.concat());
-            let config = std::iter::once("defconfig+kvm_guest.config".to_string())
-                .chain(facts.fragments.iter().map(|f| f.name.clone()))
-                .collect::<Vec<_>>()
-                .join("+");
+            let (hash, names, with, config) = built_here(&mut facts, fragments, patches, config_sha256.as_deref());
+            let comment = format!("Debian source package {package} {version}{with}");
             let s = SourceFacts::Source {
                 package: text(package),
                 version: text(version),
@@ -444,6 +474,13 @@ fn kernel(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm], name: &str) -
                 patches: names,
             };
             (s, comment, Some("debian"), hash, Some(config))
+        }
+        Some(KernelOrigin::Tree { tree, rev, commit, describe, subject, fragments, patches, config_sha256 }) => {
+            let (hash, names, with, config) = built_here(&mut facts, fragments, patches, config_sha256.as_deref());
+            let comment = format!("tree {tree} at {rev} ({describe}, {commit}: {subject}){with}");
+            git = Some((text(commit), text(describe)));
+            let s = SourceFacts::Tree { tree: text(tree), commit: text(commit), patches: names };
+            (s, comment, Some(tree.as_str()), hash, Some(config))
         }
         Some(KernelOrigin::Local { image, .. }) => {
             let s = SourceFacts::Local { image: file_name(&image.path), sha256: text(&image.sha256) };
@@ -464,6 +501,8 @@ fn kernel(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm], name: &str) -
         tree_name: tree.map(String::from),
         comment: text(&comment),
         patchset_hash: patchset,
+        git_commit_hash: git.as_ref().map(|g| g.0.clone()),
+        git_commit_name: git.map(|g| g.1),
         misc: source,
     };
     let build = Build {

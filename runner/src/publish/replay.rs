@@ -160,7 +160,11 @@ pub fn prepare_in(
     let images = ex.top.join(&ex.info.images_dir);
     // The one call site that loads a suite from a bundle: confined to the unpacked
     // bundle, so a crafted bundle can't make the runner read files outside it.
-    let options = crate::suite::LoadOptions { confine_to: Some(ex.top.clone()) };
+    let mut trees = crate::infra::images::tree::Trees::current().map_err(ReplayError::Suite)?;
+    for t in &ex.info.trees {
+        trees.pin(&t.tree, &t.rev, t.commit().map_err(ReplayError::Suite)?);
+    }
+    let options = crate::suite::LoadOptions { confine_to: Some(ex.top.clone()), trees };
     let (plan, catalog) = crate::suite::load_with(&suite, Some(&images), &options).map_err(|e| {
         ReplayError::Suite(format!(
             "{}: the bundled suite does not load: {}",
@@ -178,9 +182,10 @@ pub fn prepare_in(
             KernelSource::Debian(k) => {
                 checks.push(verify_deb(&ex, cache, &k.package, &k.version, &k.filename, k.size, &k.sha256)?)
             }
-            KernelSource::Source(sk) => {
+            KernelSource::Source(_) | KernelSource::Tree(_) => {
                 if let Some(b) = ex.info.kernels.iter().find(|b| b.label == v.kernel.label()) {
-                    let key = sk.key().map_err(|e| ReplayError::Checksum(e.to_string()))?;
+                    let key = crate::infra::images::kernel::kernel_key(&v.kernel)
+                        .map_err(|e| ReplayError::Checksum(e.to_string()))?;
                     let from = ex.top.join(&b.path);
                     let (_, outcome) = cache
                         .get_or_build("kernel", &key, |tmp| {
@@ -201,9 +206,19 @@ pub fn prepare_in(
                             "already in the cache"
                         }
                     ));
-                } else {
+                } else if let KernelSource::Source(sk) = &v.kernel {
                     let s = &sk.source;
                     checks.push(verify_deb(&ex, cache, &s.package, &s.version, &s.filename, s.size, &s.sha256)?);
+                } else if let KernelSource::Tree(tk) = &v.kernel {
+                    checks.push(match &tk.checkout {
+                        Some(c) => format!("{}: built here from the tree mapped at {}", v.kernel.label(), c.display()),
+                        None => format!(
+                            "{}: tree `{}` is not mapped here and the bundle has no built kernel (made without --with-images): the run needs `--tree {}=PATH`",
+                            v.kernel.label(),
+                            tk.tree,
+                            tk.tree
+                        ),
+                    });
                 }
             }
             KernelSource::Local { image, .. } => {

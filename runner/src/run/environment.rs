@@ -181,6 +181,25 @@ pub enum KernelOrigin {
         /// SHA-256 of the final `.config` (from the kernel's cache entry).
         config_sha256: Option<String>,
     },
+    /// Built from a commit of a git tree the user mapped (`kernel: {tree, rev}`).
+    Tree {
+        /// The tree's short name in the suite.
+        tree: String,
+        /// The revision as the suite gives it.
+        rev: String,
+        /// The commit id it resolved to.
+        commit: String,
+        /// `git describe --tags --always` of the commit.
+        describe: String,
+        /// The commit's subject line.
+        subject: String,
+        /// Config fragments in order.
+        fragments: Vec<FileHash>,
+        /// Patches in order.
+        patches: Vec<FileHash>,
+        /// SHA-256 of the final `.config` (from the kernel's cache entry).
+        config_sha256: Option<String>,
+    },
     /// A local kernel image.
     Local {
         /// The image.
@@ -268,6 +287,16 @@ pub fn collect(
                 sha256: s.source.sha256.clone(),
                 fragments: s.fragments.iter().map(|f| rel(f)).collect(),
                 patches: s.patches.iter().map(|f| rel(f)).collect(),
+                config_sha256: art.and_then(|a| file_sha256(&a.dir.join("config")).ok()),
+            },
+            KernelSource::Tree(t) => KernelOrigin::Tree {
+                tree: t.tree.clone(),
+                rev: t.rev.clone(),
+                commit: t.resolved.commit.clone(),
+                describe: t.resolved.describe.clone(),
+                subject: t.resolved.subject.clone(),
+                fragments: t.fragments.iter().map(|f| rel(f)).collect(),
+                patches: t.patches.iter().map(|f| rel(f)).collect(),
                 config_sha256: art.and_then(|a| file_sha256(&a.dir.join("config")).ok()),
             },
             KernelSource::Local { image, modules } => {

@@ -48,7 +48,11 @@ pub fn check_role_needs(plan: &Plan, kernels: &HashMap<String, KernelArtifact>) 
         let wanted: Vec<Need> = role_needs(plan, v).into_iter().copied().collect();
         let missing = features.missing(&wanted);
         if !missing.is_empty() {
-            let values = if matches!(v.kernel, crate::infra::images::kernel::KernelSource::Source(_)) {
+            let values = if matches!(
+                v.kernel,
+                crate::infra::images::kernel::KernelSource::Source(_)
+                    | crate::infra::images::kernel::KernelSource::Tree(_)
+            ) {
                 "y (source-built kernels have no modules)"
             } else {
                 "y or m"

@@ -39,6 +39,8 @@ pub struct SuiteFile {
     /// The folder every path must stay in (canonical), when loaded with
     /// [`LoadOptions::confine_to`].
     confine_to: Option<PathBuf>,
+    /// [`LoadOptions::trees`].
+    trees: crate::infra::images::tree::Trees,
 }
 
 /// An error in a suite file, located where possible.
@@ -183,6 +185,10 @@ pub struct LoadOptions {
     /// replay`): a suite written by someone else may then not make the runner read,
     /// build with or copy any file outside what was handed over.
     pub confine_to: Option<PathBuf>,
+    /// Which tree names map to checkouts here (and, replaying a bundle, which commit each
+    /// `(tree, rev)` was): for `kernel: {tree, rev}`. [`LoadOptions::default`] has none;
+    /// [`crate::suite::load`] uses [`Trees::current`](crate::infra::images::tree::Trees::current).
+    pub trees: crate::infra::images::tree::Trees,
 }
 
 /// Reads, checks and deserializes the suite at `path` (a suite of the repository:
@@ -361,7 +367,15 @@ pub fn parse_suite_with(path: &Path, text: String, options: &LoadOptions) -> Res
         }
         None => None,
     };
-    Ok(SuiteFile { path: path.to_path_buf(), dir, text, spec, locations: analysis.locations, confine_to })
+    Ok(SuiteFile {
+        path: path.to_path_buf(),
+        dir,
+        text,
+        spec,
+        locations: analysis.locations,
+        confine_to,
+        trees: options.trees.clone(),
+    })
 }
 
 /// What an empty suite lacks.
@@ -614,6 +628,11 @@ impl SuiteFile {
         self.confine_to.as_deref()
     }
 
+    /// The tree mappings the suite was loaded with ([`LoadOptions::trees`]).
+    pub fn trees(&self) -> &crate::infra::images::tree::Trees {
+        &self.trees
+    }
+
     /// The same file with `spec` in place of its own (what validation checks after the
     /// VMs' variants are expanded); locations still point into this file's text.
     pub fn with_spec(&self, spec: SuiteSpec) -> SuiteFile {
@@ -624,6 +643,7 @@ impl SuiteFile {
             spec,
             locations: self.locations.clone(),
             confine_to: self.confine_to.clone(),
+            trees: self.trees.clone(),
         }
     }
 

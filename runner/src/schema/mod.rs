@@ -290,7 +290,8 @@ pub struct NetemSpec {
     pub to: Vec<String>,
 }
 
-/// Which kernel a VM boots. Exactly one of `debian`, `path` or `source` must be given.
+/// Which kernel a VM boots. Exactly one of `debian`, `path`, `source` or `tree` must be
+/// given.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KernelSpec {
@@ -310,6 +311,21 @@ pub struct KernelSpec {
     /// Build the kernel from a Debian source package.
     #[serde(default)]
     pub source: Option<SourceKernelSpec>,
+    /// Build the kernel from a git tree the user maps to a checkout on their machine
+    /// (`--tree NAME=PATH` or `VMREPRO_TREES`), by this short name: `[a-z0-9][a-z0-9_-]*`.
+    /// Needs `rev`.
+    #[serde(default)]
+    pub tree: Option<String>,
+    /// With `tree`: the revision to build (a tag, branch or commit id, with `~N`/`^N`).
+    #[serde(default)]
+    pub rev: Option<String>,
+    /// With `tree`: config fragment files merged over `defconfig` + `kvm_guest.config`,
+    /// relative to the suite file's folder.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fragments: Vec<PathBuf>,
+    /// With `tree`: patch files (`patch -p1`), relative to the suite file's folder.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<PathBuf>,
 }
 
 /// A kernel built from source: `linux-source-<debian>` + `defconfig` +

@@ -25,6 +25,9 @@ pub enum LoadError {
     /// The project's `images/` catalog could not be found or read.
     #[error(transparent)]
     Catalog(#[from] ImageError),
+    /// The tree mappings (`VMREPRO_TREES`) are malformed.
+    #[error("error: {0}")]
+    Trees(String),
 }
 
 /// Validates and compiles a loaded suite `file` against `catalog`.
@@ -44,7 +47,8 @@ pub fn compile(file: &SuiteFile, catalog: &Catalog) -> Result<Plan, SpecError> {
 ///
 /// Errors: see [`LoadError`].
 pub fn load(path: &Path, images: Option<&Path>) -> Result<(Plan, Catalog), LoadError> {
-    load_with(path, images, &LoadOptions::default())
+    let trees = crate::infra::images::tree::Trees::current().map_err(LoadError::Trees)?;
+    load_with(path, images, &LoadOptions { trees, ..LoadOptions::default() })
 }
 
 /// [`load`] with `options`. For a suite taken from a bundle (`vmrepro replay`), pass

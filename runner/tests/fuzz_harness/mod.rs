@@ -391,7 +391,7 @@ fn load_confined(
     confine_to: &Path,
     names: &[String],
 ) -> Result<(), String> {
-    let options = vmrepro::suite::LoadOptions { confine_to: Some(confine_to.to_path_buf()) };
+    let options = vmrepro::suite::LoadOptions { confine_to: Some(confine_to.to_path_buf()), ..Default::default() };
     match vmrepro::suite::load_with(file, Some(images), &options) {
         Ok((plan, _)) => {
             let json = serde_json::to_string(&plan).map_err(|e| format!("the plan does not serialise: {e}"))?;

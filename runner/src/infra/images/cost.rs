@@ -200,6 +200,18 @@ fn describe(kind: &str, k: &KernelSource) -> (String, String, Work, Option<u64>)
                 None,
             )
         }
+        (_, KernelSource::Tree(t)) => (
+            k.label(),
+            match &t.checkout {
+                Some(c) => format!("compiled from commit {} of the tree mapped at {}", t.resolved.commit, c.display()),
+                None => format!(
+                    "compiled from commit {} (tree `{}` not mapped here: a bundle's kernel must be imported)",
+                    t.resolved.commit, t.tree
+                ),
+            },
+            Work::Build,
+            None,
+        ),
         _ => (k.label(), "prepared from the kernel image (modules disk, initramfs)".into(), Work::Build, None),
     }
 }

@@ -44,6 +44,8 @@ pub enum KernelSource {
     },
     /// Built from a Debian kernel source package.
     Source(super::source::SourceKernel),
+    /// Built from a commit of a git tree the user mapped ([`super::tree`]).
+    Tree(super::tree::TreeKernel),
 }
 
 impl KernelSource {
@@ -53,6 +55,7 @@ impl KernelSource {
             KernelSource::Debian(p) => format!("kernel {} ({})", p.series, p.package),
             KernelSource::Local { image, .. } => format!("kernel {}", image.display()),
             KernelSource::Source(s) => s.label(),
+            KernelSource::Tree(t) => t.label(),
         }
     }
 }
@@ -93,6 +96,7 @@ pub fn kernel_key(src: &KernelSource) -> Result<String, ImageError> {
         KernelSource::Debian(k) => Ok(sha256_hex(format!("{}debian\n{}\n", format_line(), k.sha256).as_bytes())),
         KernelSource::Local { image, modules } => local_key(image, modules.as_deref()),
         KernelSource::Source(sk) => sk.key(),
+        KernelSource::Tree(tk) => tk.key(),
     }
 }
 
@@ -105,7 +109,7 @@ pub fn cache_entries(src: &KernelSource) -> Result<Vec<(&'static str, String)>, 
     match src {
         KernelSource::Debian(k) => out.push(("debs", k.sha256.clone())),
         KernelSource::Source(sk) => out.push(("debs", sk.source.sha256.clone())),
-        KernelSource::Local { .. } => {}
+        KernelSource::Local { .. } | KernelSource::Tree(_) => {}
     }
     out.push(("kernel", kernel_key(src)?));
     Ok(out)
@@ -123,8 +127,10 @@ pub fn resolve_kernel(cache: &Cache, src: &KernelSource) -> Result<(KernelArtifa
         _ => (None, None),
     };
     let (dir, outcome, hold) = cache.get_or_build_held("kernel", &key, |tmp| {
-        if let KernelSource::Source(sk) = src {
-            return sk.build(cache, tmp);
+        match src {
+            KernelSource::Source(sk) => return sk.build(cache, tmp),
+            KernelSource::Tree(tk) => return tk.build(cache, tmp),
+            _ => {}
         }
         let stage = tmp.join("stage");
         let (image, modules) = match (src, &deb) {
@@ -197,9 +203,9 @@ fn extract_deb(deb: &Path, stage: &Path, cancel: &CancelFlag) -> Result<(PathBuf
 }
 
 /// What a prepared kernel provides: `needs.json` of a Debian or local kernel's entry,
-/// the `config` of a source-built one's.
+/// the `config` of one built from a source package or a tree.
 fn read_features(src: &KernelSource, dir: &Path) -> Result<Option<KernelFeatures>, ImageError> {
-    if let KernelSource::Source(_) = src {
+    if let KernelSource::Source(_) | KernelSource::Tree(_) = src {
         let config = dir.join("config");
         let text = std::fs::read_to_string(&config).map_err(ImageError::io("reading kernel config", &config))?;
         return Ok(Some(KernelFeatures::from_config(&text)));

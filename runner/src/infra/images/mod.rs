@@ -27,6 +27,7 @@ pub mod rootfs;
 pub mod sandbox;
 pub mod source;
 pub mod tool;
+pub mod tree;
 
 pub use cache::{Cache, CacheOutcome};
 pub(crate) use catalog::KernelManifest;

@@ -100,6 +100,26 @@ pub fn file_name_part(text: &str) -> String {
     }
 }
 
+/// The lines of a kernel built here (from a source package or a tree): its base config,
+/// fragments and patches with their SHA-256, and the final `.config`'s.
+fn build_lines(
+    fragments: &[crate::run::environment::FileHash],
+    patches: &[crate::run::environment::FileHash],
+    config_sha256: Option<&str>,
+) -> String {
+    let mut t = String::from("  base config: make defconfig + kvm_guest.config\n");
+    for f in fragments {
+        t.push_str(&format!("  fragment {}\n    sha256 {}\n", f.path, f.sha256));
+    }
+    for p in patches {
+        t.push_str(&format!("  patch {}\n    sha256 {}\n", p.path, p.sha256));
+    }
+    if let Some(c) = config_sha256 {
+        t.push_str(&format!("  final .config sha256 {c}\n"));
+    }
+    t
+}
+
 fn kernel_lines(env: Option<&Environment>, a: &Analysis, vms: &[PlanVm]) -> String {
     let mut t = String::new();
     for v in vms {
@@ -119,16 +139,12 @@ fn kernel_lines(env: Option<&Environment>, a: &Analysis, vms: &[PlanVm]) -> Stri
             Some(KernelOrigin::Source { package, version, sha256, fragments, patches, config_sha256 }) => {
                 t.push_str(&format!("  built from source package {package} {version}\n"));
                 t.push_str(&format!("  sha256 {sha256}\n"));
-                t.push_str("  base config: make defconfig + kvm_guest.config\n");
-                for f in fragments {
-                    t.push_str(&format!("  fragment {}\n    sha256 {}\n", f.path, f.sha256));
-                }
-                for p in patches {
-                    t.push_str(&format!("  patch {}\n    sha256 {}\n", p.path, p.sha256));
-                }
-                if let Some(c) = config_sha256 {
-                    t.push_str(&format!("  final .config sha256 {c}\n"));
-                }
+                t.push_str(&build_lines(fragments, patches, config_sha256.as_deref()));
+            }
+            Some(KernelOrigin::Tree { tree, rev, commit, describe, subject, fragments, patches, config_sha256 }) => {
+                t.push_str(&format!("  built from tree {tree} at {rev}: commit {commit} ({describe})\n"));
+                t.push_str(&format!("  subject: {subject}\n"));
+                t.push_str(&build_lines(fragments, patches, config_sha256.as_deref()));
             }
             Some(KernelOrigin::Local { image, modules }) => {
                 t.push_str(&format!("  local image {}\n  sha256 {}\n", image.path, image.sha256));

@@ -105,7 +105,17 @@ pub(super) fn compile_vm(
 
 /// The kernel `vm` boots: a source build, a pinned Debian package or a local file.
 fn kernel_of(v: &Validated<'_>, file: &SuiteFile, vm: &VmSpec) -> KernelSource {
-    if let Some(src) = &vm.kernel.source {
+    if let (Some(tree), Some(rev)) = (&vm.kernel.tree, &vm.kernel.rev) {
+        let (resolved, checkout) = file.trees().resolve(tree, rev).expect("validated: the tree's revision resolves");
+        KernelSource::Tree(crate::infra::images::tree::TreeKernel {
+            tree: tree.clone(),
+            rev: rev.clone(),
+            resolved,
+            checkout,
+            fragments: vm.kernel.fragments.iter().map(|f| file.resolve(f)).collect(),
+            patches: vm.kernel.patches.iter().map(|f| file.resolve(f)).collect(),
+        })
+    } else if let Some(src) = &vm.kernel.source {
         KernelSource::Source(crate::infra::images::source::SourceKernel {
             source: v.source_kernel(&src.debian).clone(),
             fragments: src.fragments.iter().map(|f| file.resolve(f)).collect(),

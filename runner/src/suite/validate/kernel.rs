@@ -16,6 +16,22 @@ pub(super) fn check_kernel(
     k: &str,
     spec: &KernelSpec,
 ) {
+    if spec.tree.is_some() || spec.rev.is_some() || !spec.fragments.is_empty() || !spec.patches.is_empty() {
+        if spec.source.is_some()
+            || spec.debian.is_some()
+            || spec.path.is_some()
+            || spec.modules.is_some()
+            || spec.flavour.is_some()
+        {
+            errs.push(ValidationError::Rule {
+                key: k.into(),
+                message: "give one of `debian`, `path`, `source` or `tree`; `tree` takes `rev`, `fragments` and `patches` only".into(),
+            });
+            return;
+        }
+        check_tree(errs, file, catalog, k, spec);
+        return;
+    }
     if let Some(src) = &spec.source {
         if spec.debian.is_some() || spec.path.is_some() || spec.modules.is_some() || spec.flavour.is_some() {
             errs.push(ValidationError::Rule {
@@ -35,10 +51,43 @@ pub(super) fn check_kernel(
         (None, None) => errs.push(ValidationError::Rule {
             key: k.into(),
             message:
-                "give `debian: \"<series>\"` (e.g. \"6.1\"), `path: <bzImage>` or `source: {debian: \"<series>\"}`"
+                "give `debian: \"<series>\"` (e.g. \"6.1\"), `path: <bzImage>`, `source: {debian: \"<series>\"}` or `tree: <name>` with `rev: <revision>`"
                     .into(),
         }),
     }
+}
+
+/// `kernel: {tree: NAME, rev: REV, …}` (at key path `k`): a tree name and a revision
+/// vmrepro passes to git, the tree mapped here (or pinned by the bundle being replayed)
+/// and the revision known to it, and fragments and patches as for `source:`.
+fn check_tree(errs: &mut Vec<ValidationError>, file: &SuiteFile, catalog: &Catalog, k: &str, spec: &KernelSpec) {
+    use crate::infra::images::tree::{check_name, check_rev};
+    let (Some(tree), Some(rev)) = (&spec.tree, &spec.rev) else {
+        let missing = if spec.tree.is_none() { "tree" } else { "rev" };
+        errs.push(ValidationError::Rule {
+            key: k.into(),
+            message: format!("`{missing}` is missing: a kernel from a git tree gives `tree: NAME` and `rev: REV` (fragments and patches go with them)"),
+        });
+        return;
+    };
+    let mut ok = true;
+    if let Some(message) = check_name(tree) {
+        errs.push(ValidationError::Rule { key: format!("{k}.tree"), message });
+        ok = false;
+    }
+    if let Some(message) = check_rev(rev) {
+        errs.push(ValidationError::Rule { key: format!("{k}.rev"), message });
+        ok = false;
+    }
+    if ok {
+        if let Err(message) = file.trees().resolve(tree, rev) {
+            let key = if file.trees().checkout(tree).is_some() { format!("{k}.rev") } else { format!("{k}.tree") };
+            errs.push(ValidationError::Rule { key, message });
+        }
+    }
+    let src =
+        SourceKernelSpec { debian: String::new(), fragments: spec.fragments.clone(), patches: spec.patches.clone() };
+    check_build_inputs(errs, file, catalog, k, "", &src);
 }
 
 /// `kernel: {source: …}` (at key path `k`): its Debian source is pinned, and each
@@ -53,13 +102,26 @@ fn check_source(errs: &mut Vec<ValidationError>, file: &SuiteFile, catalog: &Cat
             hint: format!(" in images/kernels.yaml (pinned sources: {known})"),
         });
     }
+    check_build_inputs(errs, file, catalog, k, "source.", src);
+}
+
+/// The fragments and patches of a kernel build (at `{k}.{prefix}fragments[i]`, …): each
+/// a readable build input under the suite's folders, given once.
+fn check_build_inputs(
+    errs: &mut Vec<ValidationError>,
+    file: &SuiteFile,
+    catalog: &Catalog,
+    k: &str,
+    prefix: &str,
+    src: &SourceKernelSpec,
+) {
     for (field, files, want) in [
         ("fragments", &src.fragments, Want::File("a config fragment file")),
         ("patches", &src.patches, Want::File("a patch file")),
     ] {
         let mut seen: Vec<(PathBuf, usize)> = Vec::new();
         for (i, f) in files.iter().enumerate() {
-            let key = format!("{k}.source.{field}[{i}]");
+            let key = format!("{k}.{prefix}{field}[{i}]");
             let (_, real) = real_path(file, f);
             if let Some(message) = host_path_problem(file, f, want)
                 .or_else(|| build_input_problem(file, &catalog.dir, f, field == "patches"))
