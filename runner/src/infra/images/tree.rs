@@ -89,7 +89,9 @@ impl Trees {
         Ok(t)
     }
 
-    /// Maps `name` to the checkout at `path`.
+    /// Maps `name` to the checkout at `path` (the CLI maps through [`set_cli_trees`];
+    /// tests and library users through this).
+    #[cfg_attr(vmrepro_dead_code, allow(dead_code))]
     pub fn map(&mut self, name: &str, path: PathBuf) {
         self.checkouts.insert(name.to_string(), path);
     }
@@ -278,12 +280,12 @@ impl TreeKernel {
     }
 
     /// Builds the kernel into `out` (an empty folder): exports the commit into vmrepro's
-    /// copy of the tree, then as [`Kbuild::build`] in the object folder of this set of
-    /// fragments. Holds the kernel build lock throughout (the copy and object folders
+    /// copy of the tree, then builds as a source-package build does (`Kbuild::build`),
+    /// in the object folder of this set of fragments. Holds the kernel build lock throughout (the copy and object folders
     /// are shared by every build of the tree).
     ///
     /// Errors: [`ImageError::Kernel`] when no checkout is mapped (replaying without the
-    /// tree and without the built kernel) or git fails; as [`Kbuild::build`].
+    /// tree and without the built kernel) or git fails; as `Kbuild::build`.
     pub fn build(&self, cache: &Cache, out: &Path) -> Result<(), ImageError> {
         let Some(checkout) = self.checkout.as_deref() else {
             return Err(ImageError::Kernel(format!(
