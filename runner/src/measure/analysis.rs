@@ -1277,6 +1277,58 @@ mod tests {
         );
     }
 
+    /// The report's count hints (`report::hints`) on the two shapes they are for: a
+    /// kernel whose nfsstat table counts 0 READs while mountstats counts them (Debian
+    /// 6.12), and per-operation counts far short of the RPC calls; and not on counts
+    /// that add up.
+    #[test]
+    fn count_hints_fire_where_nfsstat_is_short_and_only_there() {
+        let it = |reads: Option<i64>, counters: &[(&str, i64)]| IterationResult {
+            metrics: BTreeMap::from([("nfs_read_calls".to_string(), reads)]),
+            changed_counters: counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            ..iteration()
+        };
+        let zero =
+            it(Some(0), &[("mountstats.READ.ops", 512), ("nfs.client.rpc.calls", 515), ("nfs.client.v4.read", 512)]);
+        let fine =
+            it(Some(512), &[("mountstats.READ.ops", 512), ("nfs.client.rpc.calls", 515), ("nfs.client.v4.read", 512)]);
+        let short =
+            it(Some(3), &[("nfs.client.rpc.calls", 100), ("nfs.client.v3.read", 10), ("nfs.client.v3.getattr", 5)]);
+        let few = it(Some(0), &[("nfs.client.rpc.calls", 8)]);
+        let uncounted = IterationResult { counted: false, ..zero.clone() };
+        let r = MeasurementResult {
+            name: "m".into(),
+            preset: None,
+            metric: "elapsed_s".into(),
+            better: Better::Lower,
+            unit: None,
+            baseline: "c61".into(),
+            groups: vec![],
+            vms: vec![
+                vm_result("c61", vec![fine.clone(), fine]),
+                vm_result("c612", vec![zero.clone(), zero.clone(), zero]),
+                vm_result("short", vec![short]),
+                vm_result("few", vec![few]),
+                vm_result("uncounted", vec![uncounted]),
+            ],
+            rounds: vec![],
+            calibration: None,
+            problems: vec![],
+        };
+        let hints = crate::report::hints::count_hints(&r);
+        assert_eq!(hints.len(), 2, "{hints:#?}");
+        assert!(
+            hints[0].starts_with("hint: c612: nfsstat counted 0 NFS READ calls in 3 of 3 iterations while mountstats counted 1536 READ operations"),
+            "{}",
+            hints[0]
+        );
+        assert!(
+            hints[1].starts_with("hint: short: the per-operation counts of nfsstat's `Client nfs vN:` tables add up to 15 over the iterations, against 100 RPC calls"),
+            "{}",
+            hints[1]
+        );
+    }
+
     /// A VM's result with one counted iteration per elapsed time in `elapsed`.
     fn vm_elapsed(vm: &str, elapsed: &[f64]) -> VmResult {
         let iterations: Vec<IterationResult> =
