@@ -88,7 +88,7 @@ pub(super) fn fmt_tick(t: f64, step: f64) -> String {
 
 /// The chart of measurement `title` (values in `unit`) over `series`.
 pub fn strip_chart(title: &str, unit: &str, series: &[Series]) -> String {
-    let axis = Axis::of(series);
+    let axis = value_axis(series);
     let height = TOP + ROW * series.len().max(1) as f64 + BOTTOM;
     let mut s = String::new();
     let _ = writeln!(
@@ -107,7 +107,7 @@ pub fn strip_chart(title: &str, unit: &str, series: &[Series]) -> String {
         "<text x=\"{LEFT:.0}\" y=\"38\" font-size=\"11\" fill=\"#57606a\">dots: repeats · bar: range · tick: median · dashed line: baseline median</text>"
     );
     let bottom = TOP + ROW * series.len().max(1) as f64;
-    axis.write_grid(&mut s, unit, bottom);
+    axis.write_grid(&mut s, &escape(unit), TOP, bottom);
     // The baseline's median across every row.
     if let Some(m) = series.iter().find(|s| s.baseline).and_then(|s| s.median) {
         let xm = axis.x(m);
@@ -125,55 +125,37 @@ pub fn strip_chart(title: &str, unit: &str, series: &[Series]) -> String {
     s
 }
 
-/// The value axis: `lo..hi` in round `step`s, drawn from x = [`LEFT`] over the plot's
-/// width.
-struct Axis {
+/// A horizontal scale: values `lo..hi` in round `step`s, drawn from x = `left` over
+/// `width` pixels; the strip charts' value axis and the wire timelines' time axis.
+pub(super) struct Scale {
     /// The value at the left end.
-    lo: f64,
+    pub lo: f64,
     /// The value at the right end.
-    hi: f64,
+    pub hi: f64,
     /// Between two ticks.
-    step: f64,
+    pub step: f64,
+    /// The x coordinate of `lo`.
+    pub left: f64,
+    /// The plot's width, pixels.
+    pub width: f64,
 }
 
-impl Axis {
-    /// The axis of `series`' finite values (`0..1` when there are none): from zero when
-    /// the values spread over more than half of it, else a window around them; both
-    /// ends on a tick.
-    fn of(series: &[Series]) -> Self {
-        let all: Vec<f64> = series.iter().flat_map(|s| s.values.iter().copied()).filter(|v| v.is_finite()).collect();
-        let (mut lo, mut hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
-        if all.is_empty() {
-            (lo, hi) = (0.0, 1.0);
-        }
-        // The axis labels say where a window starts.
-        let span = (hi - lo).max(hi.abs() * 0.02).max(1e-9);
-        if lo >= 0.0 && lo < 0.5 * hi {
-            lo = 0.0;
-        } else {
-            lo -= span * 0.25;
-        }
-        hi += span * 0.15;
-        let step = tick_step(hi - lo, 5.0);
-        Axis { lo: (lo / step).floor() * step, hi: (hi / step).ceil() * step, step }
-    }
-
+impl Scale {
     /// The x coordinate of value `v`.
-    fn x(&self, v: f64) -> f64 {
-        LEFT + (v - self.lo) / (self.hi - self.lo) * (WIDTH - LEFT - RIGHT)
+    pub(super) fn x(&self, v: f64) -> f64 {
+        self.left + (v - self.lo) / (self.hi - self.lo) * self.width
     }
 
-    /// Writes the grid lines and tick labels down to y = `bottom`, the axis line and its
-    /// `unit` label.
-    fn write_grid(&self, s: &mut String, unit: &str, bottom: f64) {
-        let plot_w = WIDTH - LEFT - RIGHT;
+    /// Writes the grid lines from y = `top` down to y = `bottom` with their tick labels
+    /// (at most 50), the axis line and the axis label `label` (already escaped for XML).
+    pub(super) fn write_grid(&self, s: &mut String, label: &str, top: f64, bottom: f64) {
         let mut t = self.lo;
         let mut guard = 0;
         while t <= self.hi + self.step * 1e-6 && guard < 50 {
             let xt = self.x(t);
             let _ = writeln!(
                 s,
-                "<line x1=\"{xt:.1}\" y1=\"{TOP:.0}\" x2=\"{xt:.1}\" y2=\"{bottom:.0}\" stroke=\"#eaeef2\" stroke-width=\"1\"/>"
+                "<line x1=\"{xt:.1}\" y1=\"{top:.0}\" x2=\"{xt:.1}\" y2=\"{bottom:.0}\" stroke=\"#eaeef2\" stroke-width=\"1\"/>"
             );
             let _ = writeln!(
                 s,
@@ -186,22 +168,49 @@ impl Axis {
         }
         let _ = writeln!(
             s,
-            "<line x1=\"{LEFT:.0}\" y1=\"{bottom:.0}\" x2=\"{:.0}\" y2=\"{bottom:.0}\" stroke=\"#8c959f\" stroke-width=\"1\"/>",
-            LEFT + plot_w
+            "<line x1=\"{:.0}\" y1=\"{bottom:.0}\" x2=\"{:.0}\" y2=\"{bottom:.0}\" stroke=\"#8c959f\" stroke-width=\"1\"/>",
+            self.left,
+            self.left + self.width
         );
         let _ = writeln!(
             s,
-            "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#57606a\">{}</text>",
-            LEFT + plot_w / 2.0,
-            bottom + 34.0,
-            escape(unit)
+            "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#57606a\">{label}</text>",
+            self.left + self.width / 2.0,
+            bottom + 34.0
         );
+    }
+}
+
+/// The value axis of `series`' finite values (`0..1` when there are none): from zero
+/// when the values spread over more than half of it, else a window around them; both
+/// ends on a tick; drawn from x = [`LEFT`] over the plot's width.
+fn value_axis(series: &[Series]) -> Scale {
+    let all: Vec<f64> = series.iter().flat_map(|s| s.values.iter().copied()).filter(|v| v.is_finite()).collect();
+    let (mut lo, mut hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+    if all.is_empty() {
+        (lo, hi) = (0.0, 1.0);
+    }
+    // The axis labels say where a window starts.
+    let span = (hi - lo).max(hi.abs() * 0.02).max(1e-9);
+    if lo >= 0.0 && lo < 0.5 * hi {
+        lo = 0.0;
+    } else {
+        lo -= span * 0.25;
+    }
+    hi += span * 0.15;
+    let step = tick_step(hi - lo, 5.0);
+    Scale {
+        lo: (lo / step).floor() * step,
+        hi: (hi / step).ceil() * step,
+        step,
+        left: LEFT,
+        width: WIDTH - LEFT - RIGHT,
     }
 }
 
 /// Writes the row of `sr` centred at y = `y`: its labels (VM, release), the range bar,
 /// a dot per repeat, the median tick and the verdict at the right.
-fn write_row(s: &mut String, axis: &Axis, unit: &str, y: f64, sr: &Series) {
+fn write_row(s: &mut String, axis: &Scale, unit: &str, y: f64, sr: &Series) {
     let c = colour(sr);
     let label = if sr.baseline { format!("{} (baseline)", sr.vm) } else { sr.vm.clone() };
     let _ = writeln!(

@@ -12,7 +12,7 @@
 
 use std::fmt::Write as _;
 
-use super::chart::{fmt_num, fmt_tick, tick_step};
+use super::chart::{fmt_num, tick_step, Scale};
 use super::document::{escape, Block, Section};
 use crate::analyse::Analysis;
 use crate::wire::run_dir::{run_captures, VmWire, WireError};
@@ -51,7 +51,7 @@ pub fn wire_section(a: &Analysis) -> Option<Section> {
             .into(),
     ));
     // One time scale for every VM, so their waits compare by eye.
-    let until_s = vms.iter().map(|v| TimeAxis::of(&timeline_rows(&v.summary), v.start_us, 0.0).hi).fold(0.0, f64::max);
+    let until_s = vms.iter().map(|v| time_axis(&timeline_rows(&v.summary), v.start_us, 0.0).hi).fold(0.0, f64::max);
     for v in &vms {
         let measurements: Vec<&str> = a
             .results
@@ -88,26 +88,20 @@ pub fn timeline_rows(s: &WireSummary) -> Vec<&CallTimeline> {
     rows
 }
 
-/// The time axis, seconds since the capture's first frame.
-struct TimeAxis {
-    lo: f64,
-    hi: f64,
-    step: f64,
-}
-
-impl TimeAxis {
-    /// The axis over `rows`' sends and replies, reaching at least `until_s`.
-    fn of(rows: &[&CallTimeline], t0_us: u64, until_s: f64) -> TimeAxis {
-        let secs = |us: u64| us.saturating_sub(t0_us) as f64 / 1e6;
-        let times = rows.iter().flat_map(|c| c.sends_us.iter().copied().chain(c.reply_us)).map(secs);
-        let (lo, hi) = times.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), t| (a.min(t), b.max(t)));
-        let (lo, hi) = if lo.is_finite() { (lo, hi.max(lo + 1e-3).max(until_s)) } else { (0.0, until_s.max(1.0)) };
-        let step = tick_step(hi - lo, 6.0);
-        TimeAxis { lo: (lo / step).floor() * step, hi: ((hi / step).ceil() * step).max(lo + step), step }
-    }
-
-    fn x(&self, t: f64) -> f64 {
-        LEFT + (t - self.lo) / (self.hi - self.lo) * (WIDTH - LEFT - RIGHT)
+/// The time axis over `rows`' sends and replies (seconds since the capture's first
+/// frame, `t0_us`), reaching at least `until_s`.
+fn time_axis(rows: &[&CallTimeline], t0_us: u64, until_s: f64) -> Scale {
+    let secs = |us: u64| us.saturating_sub(t0_us) as f64 / 1e6;
+    let times = rows.iter().flat_map(|c| c.sends_us.iter().copied().chain(c.reply_us)).map(secs);
+    let (lo, hi) = times.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), t| (a.min(t), b.max(t)));
+    let (lo, hi) = if lo.is_finite() { (lo, hi.max(lo + 1e-3).max(until_s)) } else { (0.0, until_s.max(1.0)) };
+    let step = tick_step(hi - lo, 6.0);
+    Scale {
+        lo: (lo / step).floor() * step,
+        hi: ((hi / step).ceil() * step).max(lo + step),
+        step,
+        left: LEFT,
+        width: WIDTH - LEFT - RIGHT,
     }
 }
 
@@ -117,7 +111,7 @@ impl TimeAxis {
 pub fn timeline_svg_to(v: &VmWire, until_s: f64) -> String {
     let s = &v.summary;
     let rows = timeline_rows(s);
-    let axis = TimeAxis::of(&rows, v.start_us, until_s);
+    let axis = time_axis(&rows, v.start_us, until_s);
     let secs = |us: u64| us.saturating_sub(v.start_us) as f64 / 1e6;
     let bottom = TOP + ROW * rows.len().max(1) as f64;
     let height = bottom + BOTTOM;
@@ -152,35 +146,7 @@ pub fn timeline_svg_to(v: &VmWire, until_s: f64) -> String {
         o,
         "<text x=\"{LEFT:.0}\" y=\"50\" fill=\"#57606a\"><tspan fill=\"{SEND}\">\u{25cf} first send</tspan><tspan dx=\"14\" fill=\"{RESEND}\">\u{25cf} resend, bar: wait before it (ms)</tspan><tspan dx=\"14\" fill=\"{REPLY}\">| first reply</tspan><tspan dx=\"14\" fill=\"{LOST}\">\u{00d7} no reply</tspan></text>"
     );
-    // Grid and ticks.
-    let mut t = axis.lo;
-    let mut guard = 0;
-    while t <= axis.hi + axis.step * 1e-6 && guard < 50 {
-        let xt = axis.x(t);
-        let _ = writeln!(
-            o,
-            "<line x1=\"{xt:.1}\" y1=\"{TOP:.0}\" x2=\"{xt:.1}\" y2=\"{bottom:.0}\" stroke=\"#eaeef2\" stroke-width=\"1\"/>"
-        );
-        let _ = writeln!(
-            o,
-            "<text x=\"{xt:.1}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#57606a\">{}</text>",
-            bottom + 16.0,
-            fmt_tick(t, axis.step)
-        );
-        t += axis.step;
-        guard += 1;
-    }
-    let _ = writeln!(
-        o,
-        "<line x1=\"{LEFT:.0}\" y1=\"{bottom:.0}\" x2=\"{:.0}\" y2=\"{bottom:.0}\" stroke=\"#8c959f\" stroke-width=\"1\"/>",
-        WIDTH - RIGHT
-    );
-    let _ = writeln!(
-        o,
-        "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#57606a\">s since the capture's first frame</text>",
-        LEFT + (WIDTH - LEFT - RIGHT) / 2.0,
-        bottom + 34.0
-    );
+    axis.write_grid(&mut o, "s since the capture's first frame", TOP, bottom);
     for (i, c) in rows.iter().enumerate() {
         let y = TOP + ROW * i as f64 + ROW / 2.0;
         write_call(&mut o, &axis, &secs, y, c);
@@ -191,7 +157,7 @@ pub fn timeline_svg_to(v: &VmWire, until_s: f64) -> String {
 
 /// One call's row at y = `y`: its XID and procedure, a line from first send to reply,
 /// the wait bars, the marks, and the outcome at the right.
-fn write_call(o: &mut String, axis: &TimeAxis, secs: &dyn Fn(u64) -> f64, y: f64, c: &CallTimeline) {
+fn write_call(o: &mut String, axis: &Scale, secs: &dyn Fn(u64) -> f64, y: f64, c: &CallTimeline) {
     let _ = writeln!(
         o,
         "<text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\" font-family=\"monospace\" fill=\"#1b1f24\">{}</text>",
