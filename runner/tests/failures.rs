@@ -379,6 +379,54 @@ fn a_qemu_that_stalls_while_restoring_its_saved_state_still_boots() {
     sb.assert_no_leftovers();
 }
 
+/// A restored guest that never answers (CI, stop 37: a 6.12 guest QEMU reported
+/// running, its agent silent for the whole 240 s boot_timeout, and the suite failed).
+/// Here alpha's QEMU is stopped by SIGSTOP as soon as it starts restoring and never
+/// continued: the runner must give the restore up after its 30 s limit, kill that
+/// QEMU, boot alpha instead and pass, keeping the failed attempt's console.
+#[test]
+fn a_restored_guest_that_never_answers_is_booted_instead() {
+    let _lock = vm_lock();
+    let sb = Sandbox::new("silent-restore");
+    let first = sb.run(sb.command(&fixture("stalled-restore")), RUN_LIMIT);
+    assert_eq!(first.code, EXIT_OK, "output:\n{}", first.output);
+
+    let mut r = sb.spawn(sb.command(&fixture("stalled-restore")));
+    r.wait_for_line("vm alpha: starting from its kind's saved state", RUN_LIMIT);
+    let alpha = loop {
+        if let Some(p) = qemu_of(r.pid(), "alpha") {
+            break p;
+        }
+        assert!(!r.try_done(), "the run ended before alpha's QEMU appeared:\n{}", r.output());
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(alpha.pid as i32), Signal::SIGSTOP).unwrap();
+    let stopped = Instant::now();
+    let fin = r.wait(RUN_LIMIT);
+
+    assert_eq!(fin.code, EXIT_OK, "output:\n{}", fin.output);
+    assert_contains(
+        &fin.output,
+        "the restored guest's agent did not answer within 30 s); booting it instead",
+        "the notice says why alpha booted",
+    );
+    let gave_up = fin.line_time("the restored guest's agent did not answer").expect("the notice") - stopped;
+    assert!(
+        gave_up >= Duration::from_secs(29) && gave_up < Duration::from_secs(45),
+        "the restore is given up after its 30 s limit, not the boot_timeout: {gave_up:?}"
+    );
+    assert!(!Path::new(&format!("/proc/{}", alpha.pid)).exists(), "the stopped QEMU {} is left", alpha.pid);
+    let dir = sb.run_dirs().last().expect("two run folders").clone();
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(run["status"], "passed");
+    assert_eq!(vm(&run, "alpha")["start"], "booted", "{:#}", vm(&run, "alpha"));
+    assert_eq!(vm(&run, "bravo")["start"], "restored");
+    let restore_log = std::fs::read_to_string(dir.join("vms/alpha/console.restore.log")).unwrap_or_default();
+    assert_contains(&restore_log, "alpha restored from the saved state", "the failed restore's console is kept");
+    assert_contains(&fin.output, "vm bravo: step ping-alpha passed", "bravo reaches the booted alpha");
+    sb.assert_no_leftovers();
+}
+
 /// How the interrupt tests deliver their signal.
 #[derive(Debug, Clone, Copy)]
 enum Delivery {
