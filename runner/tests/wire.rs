@@ -4,8 +4,12 @@
 //! client to the same server), counted from `tshark -T fields -e rpc.xid -e
 //! rpc.msgtyp …`, equal ours ([`vmrepro::wire::summary::WireSummary`]).
 //!
-//! - `fixtures/wire/*.pcap`: captures recorded by real runs, each checked when present
-//!   (none is recorded yet: no run with `capture: true` has been made here);
+//! - `fixtures/wire/*.pcap`: captures recorded by real runs (see its README.md):
+//!   `nfs-udp-rto-carryover-mainline.pcap`, the first 699 frames of the unpatched
+//!   client's capture in a run of `suites/nfs-udp-rto-carryover.yaml` (QEMU's
+//!   filter-dump, frames cut at 256 bytes: 128 calls, 64 of them sent again, 127
+//!   answered; the first real capture made pcap-file 2.0.0's reader refuse every cut
+//!   frame, see `runner/src/wire/pcap.rs`);
 //! - a synthetic capture built here with etherparse and pcap-file: a UDP call sent
 //!   three times, a reply that lost its middle fragment, a reply in three fragments
 //!   that all arrived, and TCP record marks split across segments, with a segment

@@ -271,6 +271,11 @@ pub struct SnapshotPolicy {
     pub outcome: bool,
     /// Metrics or counters kept as `0` / `> 0`.
     pub signs: Vec<String>,
+    /// Metrics or counters kept with their value in every counted iteration, for the
+    /// ones a suite makes deterministic (seeded loss, one request in flight:
+    /// `wire.rpc.retransmissions`); absent from plans saved before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
     /// Sections kept verbatim.
     pub sections: Vec<String>,
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::analyse::Analysis;
-use crate::measure::analysis::{MeasurementResult, OUTCOME_METRIC};
+use crate::measure::analysis::{IterationResult, MeasurementResult, OUTCOME_METRIC};
 use crate::measure::script::Section;
 use crate::measure::stats::{Comparison, Verdict};
 use crate::plan::measurement::MeasurementPlan;
@@ -101,6 +101,10 @@ pub struct NormMeasuredVm {
     /// iterations; `unknown` when not knowable).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub signs: BTreeMap<String, &'static str>,
+    /// The policy's values: per metric or counter, its value in every counted iteration
+    /// (whole numbers without decimals, `unknown` where an iteration lacks it).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub values: BTreeMap<String, Vec<serde_yaml::Value>>,
     /// The policy's sections, trimmed, from the first measured iteration.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub sections: BTreeMap<String, String>,
@@ -172,6 +176,7 @@ fn norm_measurement(m: &MeasurementResult, p: &MeasurementPlan) -> NormMeasureme
                         (name.clone(), sign)
                     })
                     .collect(),
+                values: kept_values(&policy.values, &v.iterations),
                 sections: policy
                     .sections
                     .iter()
@@ -184,6 +189,30 @@ fn norm_measurement(m: &MeasurementResult, p: &MeasurementPlan) -> NormMeasureme
             .collect(),
         problems: m.problems.clone(),
     }
+}
+
+/// Each of `names` (a policy's `values`) in every counted one of `iterations`, in
+/// order: a whole number as an integer (counters), else rounded to three decimals,
+/// the string `unknown` where the iteration lacks it.
+pub(crate) fn kept_values(
+    names: &[String],
+    iterations: &[IterationResult],
+) -> BTreeMap<String, Vec<serde_yaml::Value>> {
+    names
+        .iter()
+        .map(|name| {
+            let values = iterations
+                .iter()
+                .filter(|i| i.counted)
+                .map(|i| match crate::measure::analysis::metric_value(name, i) {
+                    None => serde_yaml::Value::from("unknown"),
+                    Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => serde_yaml::Value::from(x as i64),
+                    Some(x) => serde_yaml::Value::from((x * 1000.0).round() / 1000.0),
+                })
+                .collect();
+            (name.clone(), values)
+        })
+        .collect()
 }
 
 /// A verdict as the policy keeps it.

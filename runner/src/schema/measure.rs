@@ -515,6 +515,11 @@ pub struct MeasureSnapshotSpec {
     /// Metrics or counters kept as `0` or `> 0` (summed over the measured iterations).
     #[serde(default)]
     pub signs: Vec<String>,
+    /// Metrics or counters kept with their value in every measured iteration (a list,
+    /// one value per iteration): only for what the suite makes deterministic, e.g.
+    /// `wire.rpc.retransmissions` under seeded loss with one request in flight.
+    #[serde(default)]
+    pub values: Vec<String>,
     /// Sections kept verbatim (trimmed, from the first measured iteration).
     #[serde(default)]
     pub sections: Vec<String>,

@@ -56,6 +56,13 @@ pub struct NfsReadSpec {
     /// steady from run to run. Keys are clients other than the baseline.
     #[serde(default)]
     pub client_snapshot_verdicts: BTreeMap<String, SnapshotVerdicts>,
+    /// Metrics or counters every client's snapshot keeps with their value in every
+    /// read (one value per read), for what the suite makes deterministic: e.g.
+    /// `[wire.rpc.retransmissions, wire.ip.lost_fragment_replies]` under seeded loss
+    /// with read-ahead off (one READ in flight). Wire counters need `capture:` on the
+    /// clients.
+    #[serde(default)]
+    pub snapshot_values: Vec<String>,
     /// Extra per-client settings, e.g. `tc` commands run before measuring.
     #[serde(default)]
     pub client_setup: BTreeMap<String, String>,

@@ -71,19 +71,48 @@ pub fn read_capture_in(folder: &Folder, rel: &str) -> Result<Vec<Frame>, PcapErr
 
 /// Parses pcap bytes. Errors: `(frame, offset, Some(message))` for a broken structure,
 /// `(linktype, 0, None)` for a link type other than Ethernet.
+///
+/// Records are read raw and checked here: pcap-file 2.0.0's `next_packet` refuses
+/// every frame whose length on the wire exceeds the file's snap length
+/// (courvoif/pcap-file#36, fixed after 2.0.0), i.e. every frame a headers-only
+/// capture cut, such as QEMU's `filter-dump` with `maxlen=256` writes for each
+/// 1514-byte IP fragment. What is checked is what libpcap checks: the saved length is
+/// at most the snap length and the length on the wire, and the sub-second part of the
+/// timestamp is below one second.
 fn parse_capture(bytes: &[u8]) -> Result<Vec<Frame>, (usize, usize, Option<String>)> {
     let (mut rest, parser) = pcap_file::pcap::PcapParser::new(bytes).map_err(|e| (0, 0, Some(e.to_string())))?;
-    let linktype = u32::from(parser.header().datalink);
+    let header = parser.header();
+    let linktype = u32::from(header.datalink);
     if linktype != 1 {
         return Err((linktype as usize, 0, None));
     }
+    let (snap_len, per_second) = match header.ts_resolution {
+        pcap_file::TsResolution::MicroSecond => (header.snaplen, 1_000_000u64),
+        pcap_file::TsResolution::NanoSecond => (header.snaplen, 1_000_000_000u64),
+    };
     let mut frames = Vec::new();
     while !rest.is_empty() {
         let offset = bytes.len() - rest.len();
-        match parser.next_packet(rest) {
+        match parser.next_raw_packet(rest) {
             Ok((r, p)) => {
+                let broken = if p.incl_len > snap_len {
+                    Some(format!("frame of {} bytes in a capture of snap length {snap_len}", p.incl_len))
+                } else if p.incl_len > p.orig_len {
+                    Some(format!(
+                        "frame of {} bytes saved, longer than its {} bytes on the wire",
+                        p.incl_len, p.orig_len
+                    ))
+                } else if u64::from(p.ts_frac) >= per_second {
+                    Some(format!("timestamp fraction {} is a second or more", p.ts_frac))
+                } else {
+                    None
+                };
+                if let Some(m) = broken {
+                    return Err((frames.len() + 1, offset, Some(m)));
+                }
+                let frac_us = u64::from(p.ts_frac) * 1_000_000 / per_second;
                 frames.push(Frame {
-                    time_us: u64::try_from(p.timestamp.as_micros()).unwrap_or(u64::MAX),
+                    time_us: u64::from(p.ts_sec) * 1_000_000 + frac_us,
                     orig_len: p.orig_len,
                     data: p.data.into_owned(),
                     offset: offset as u64,
@@ -123,5 +152,33 @@ pub(crate) mod tests {
         bytes.truncate(bytes.len() - 10);
         assert_eq!(parse_capture(&bytes).unwrap().len(), 1);
         assert_eq!(parse_capture(b"not a pcap file at all").unwrap_err().0, 0);
+    }
+
+    /// A headers-only capture as QEMU's filter-dump writes it (snap length 256): a
+    /// 1514-byte IP fragment is kept as its first 256 bytes with its length on the wire;
+    /// pcap-file's own `next_packet` refuses it.
+    #[test]
+    fn reads_frames_cut_at_the_snap_length() {
+        let header = pcap_file::pcap::PcapHeader { snaplen: 256, ..Default::default() };
+        let mut w = pcap_file::pcap::PcapWriter::with_header(Vec::new(), header).unwrap();
+        let cut = vec![7u8; 256];
+        w.write_packet(&pcap_file::pcap::PcapPacket::new(std::time::Duration::from_micros(3_000_250), 1514, &cut))
+            .unwrap();
+        let bytes = w.into_writer();
+        let (rest, parser) = pcap_file::pcap::PcapParser::new(&bytes).unwrap();
+        assert!(parser.next_packet(rest).is_err(), "pcap-file 2.0.0 refuses it (if this fails, the crate was fixed)");
+        let frames = parse_capture(&bytes).unwrap();
+        assert_eq!(
+            frames.iter().map(|f| (f.time_us, f.orig_len, f.data.len())).collect::<Vec<_>>(),
+            [(3_000_250, 1514, 256)]
+        );
+        // A frame longer than the file's snap length (the header's, at byte 16, made
+        // 200) is broken, and named.
+        let mut broken = bytes.clone();
+        let big_endian = bytes[..4] == [0xa1, 0xb2, 0xc3, 0xd4];
+        broken[16..20].copy_from_slice(&if big_endian { 200u32.to_be_bytes() } else { 200u32.to_le_bytes() });
+        let err = parse_capture(&broken).unwrap_err();
+        assert_eq!((err.0, err.1), (1, 24));
+        assert!(err.2.as_deref().unwrap_or_default().contains("256 bytes in a capture of snap length 200"), "{err:?}");
     }
 }

@@ -235,6 +235,7 @@ fn measurement(n: &NfsReadSpec, suite: &SuiteSpec, plan: &NfsPlan, server_addr: 
             verdict_by_vm: n.client_snapshot_verdicts.clone(),
             outcome: true,
             signs: vec![],
+            values: n.snapshot_values.clone(),
             sections: vec![],
         },
         verdict: crate::plan::measurement::VerdictPolicy::from_specs(suite.verdict.as_ref(), None),

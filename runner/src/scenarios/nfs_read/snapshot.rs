@@ -59,13 +59,23 @@ pub struct NormClient {
     pub verdict: Option<String>,
     /// For UDP mounts, the signature of lost fragments without the run-to-run noise of
     /// the counts, summed over repeats: whether reassembly failures moved (`0` or `> 0`),
-    /// and RPC retransmissions as a share of RPC calls ([`retransmission_class`]).
+    /// and RPC retransmissions as a share of RPC calls ([`retransmission_class`]); for a
+    /// captured client also the wire's view of both (`wire.ip.lost_fragment_replies`,
+    /// `wire.rpc.retransmissions` against `wire.rpc.calls`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub udp_loss_signs: Option<std::collections::BTreeMap<String, &'static str>>,
     /// Counters that must be zero over TCP, summed over reads (only for TCP mounts).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub zero_over_tcp: Option<std::collections::BTreeMap<String, Option<i64>>>,
+    /// `nfs_read.snapshot_values`: each named metric or counter in every read.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub values: std::collections::BTreeMap<String, Vec<serde_yaml::Value>>,
 }
+
+/// The wire counters a captured UDP client's snapshot keeps as signs.
+const WIRE_LOST: &str = "wire.ip.lost_fragment_replies";
+const WIRE_RETRANS: &str = "wire.rpc.retransmissions";
+const WIRE_CALLS: &str = "wire.rpc.calls";
 
 /// The scenario's snapshot view of `r`, with the verdicts of its measurement `m` as
 /// `policy` keeps them.
@@ -106,10 +116,23 @@ pub(crate) fn normalise(r: &NfsResults, m: &MeasurementResult, policy: &Snapshot
                     udp_loss_signs: (c.mount.transport.as_deref() == Some("udp")).then(|| {
                         let failures = if total("ip_reassembly_failures").unwrap_or(0) > 0 { "> 0" } else { "0" };
                         let retransmissions = retransmission_class(total("rpc_retransmissions"), total("rpc_calls"));
-                        std::collections::BTreeMap::from([
+                        let mut signs = std::collections::BTreeMap::from([
                             ("ip_reassembly_failures".to_string(), failures),
                             ("rpc_retransmissions".to_string(), retransmissions),
-                        ])
+                        ]);
+                        // A captured client: the same two signs as the wire shows them.
+                        if reads.iter().all(|i| !i.wire.is_empty()) && !reads.is_empty() {
+                            let wire = |k: &str| {
+                                reads.iter().map(|i| i.wire.get(k).copied()).try_fold(0i64, |a, x| Some(a + x? as i64))
+                            };
+                            let lost = if wire(WIRE_LOST).unwrap_or(0) > 0 { "> 0" } else { "0" };
+                            signs.insert(WIRE_LOST.to_string(), lost);
+                            signs.insert(
+                                WIRE_RETRANS.to_string(),
+                                retransmission_class(wire(WIRE_RETRANS), wire(WIRE_CALLS)),
+                            );
+                        }
+                        signs
                     }),
                     zero_over_tcp: tcp.then(|| {
                         ["ip_reassembly_failures", "ip_fragments_dropped_after_timeout", "rpc_retransmissions"]
@@ -117,6 +140,7 @@ pub(crate) fn normalise(r: &NfsResults, m: &MeasurementResult, policy: &Snapshot
                             .map(|k| (k.to_string(), total(k)))
                             .collect()
                     }),
+                    values: crate::report::snapshot::kept_values(&policy.values, &v.iterations),
                 }
             })
             .collect(),

@@ -126,6 +126,7 @@ pub fn compile_measurement(spec: &MeasureSpec, suite: &SuiteSpec) -> Measurement
             verdict_by_vm: snap.verdict_by_vm,
             outcome: snap.outcome.unwrap_or(true),
             signs: snap.signs,
+            values: snap.values,
             sections: snap.sections,
         },
         verdict,

@@ -470,6 +470,11 @@ fn check_snapshot(
             rule(errs, format!("{k}.snapshot.signs[{j}]"), e);
         }
     }
+    for (j, name) in snap.values.iter().enumerate() {
+        if let Err(e) = metric_ok(m, kinds, name) {
+            rule(errs, format!("{k}.snapshot.values[{j}]"), e);
+        }
+    }
     for (j, name) in snap.sections.iter().enumerate() {
         if !section_ok(records, name) {
             rule(
@@ -490,11 +495,16 @@ fn check_snapshot(
             format!("{k}.snapshot.outcome"),
             "`compare: outcome` compares how the iterations ended, and `outcome: false` leaves that out of the snapshot, so a changed outcome (exit 32 becoming exit 1) would still match; keep `outcome: true` (the default) or compare a metric".into(),
         );
-    } else if !keeps_outcomes && keeps_no_verdict(m, snap) && snap.signs.is_empty() && snap.sections.is_empty() {
+    } else if !keeps_outcomes
+        && keeps_no_verdict(m, snap)
+        && snap.signs.is_empty()
+        && snap.values.is_empty()
+        && snap.sections.is_empty()
+    {
         rule(
             errs,
             format!("{k}.snapshot"),
-            "this snapshot keeps nothing of the measurement's results (no verdict, no outcomes, no signs, no sections), so its test would pass whatever the run did; keep at least one, or leave `snapshot` out for the defaults".into(),
+            "this snapshot keeps nothing of the measurement's results (no verdict, no outcomes, no signs, no values, no sections), so its test would pass whatever the run did; keep at least one, or leave `snapshot` out for the defaults".into(),
         );
     }
 }
@@ -542,13 +552,15 @@ fn metric_ok(m: &MeasureSpec, kinds: &BTreeSet<ObserverKind>, name: &str) -> Res
     }
 }
 
-/// The wire counters `m` names (`compare`, `table`, `snapshot.signs`) need a capture
+/// The wire counters `m` names (`compare`, `table`, `snapshot.signs`/`values`) need a capture
 /// of every VM it measures: each of `on` that is a VM of the suite needs `capture:` on
 /// (its own, or `network.capture`).
 fn check_wire_metrics(errs: &mut Vec<ValidationError>, s: &SuiteSpec, m: &MeasureSpec, k: &str) {
     use crate::schema::capture::CaptureSpec;
-    let signs =
-        m.snapshot.iter().flat_map(|sn| sn.signs.iter().enumerate().map(|(j, n)| (format!("snapshot.signs[{j}]"), n)));
+    let signs = m.snapshot.iter().flat_map(|sn| {
+        let signs = sn.signs.iter().enumerate().map(|(j, n)| (format!("snapshot.signs[{j}]"), n));
+        signs.chain(sn.values.iter().enumerate().map(|(j, n)| (format!("snapshot.values[{j}]"), n)))
+    });
     let named = m
         .compare
         .iter()

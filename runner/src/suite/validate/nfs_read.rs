@@ -32,9 +32,59 @@ pub fn check(errs: &mut Vec<ValidationError>, file: &SuiteFile, n: &NfsReadSpec,
         &n.clients,
         &n.baseline.as_deref().into_iter().collect::<Vec<_>>(),
     );
+    check_snapshot_values(errs, s, n);
     check_concurrent(errs, s, n);
     check_mounts(errs, n);
     served(errs, s, n, catalog);
+}
+
+/// `snapshot_values`: each a wire counter (with every client captured) or a metric the
+/// preset computes for every read (its time, throughput and the counters of `netstat -s`,
+/// `nfsstat` and mountstats' READ line, as `vmrepro analyse` names them).
+fn check_snapshot_values(errs: &mut Vec<ValidationError>, s: &SuiteSpec, n: &NfsReadSpec) {
+    use crate::plan::measurement::ObserverKind;
+    use crate::schema::capture::CaptureSpec;
+    use crate::wire::summary::{COUNTERS as WIRE_COUNTERS, PREFIX as WIRE_PREFIX};
+    let derived = crate::measure::observer::derived_metrics(
+        ["netstat", "nfsstat", "mountstats"].into_iter().map(ObserverKind::named),
+    );
+    let plain = ["elapsed_s", "user_s", "system_s", "throughput_mb_s"];
+    for (j, name) in n.snapshot_values.iter().enumerate() {
+        let key = format!("nfs_read.snapshot_values[{j}]");
+        let message = if name.starts_with(WIRE_PREFIX) {
+            let uncaptured: Vec<&str> = n
+                .clients
+                .iter()
+                .filter_map(|c| s.vms.iter().find(|v| &v.name == c))
+                .filter(|v| v.capture.or(s.network.capture).unwrap_or(CaptureSpec::Off) == CaptureSpec::Off)
+                .map(|v| v.name.as_str())
+                .collect();
+            if !WIRE_COUNTERS.contains(&name.as_str()) {
+                Some(format!("{} is not a wire counter: use one of {}", shown(name, 80), WIRE_COUNTERS.join(", ")))
+            } else if !uncaptured.is_empty() {
+                Some(format!(
+                    "{name} is counted from each client's packet capture, and {} has none; set `capture: measured` on it (or `network.capture`)",
+                    uncaptured.join(", ")
+                ))
+            } else {
+                None
+            }
+        } else if plain.contains(&name.as_str()) || derived.contains_key(name.as_str()) {
+            None
+        } else {
+            Some(format!(
+                "{} is not a metric of nfs_read: use {}, a derived metric ({}) or a wire counter ({}){}",
+                shown(name, 80),
+                plain.join(", "),
+                derived.keys().copied().collect::<Vec<_>>().join(", "),
+                WIRE_COUNTERS.join(", "),
+                non_ascii_hint(name)
+            ))
+        };
+        if let Some(message) = message {
+            errs.push(ValidationError::Rule { key, message });
+        }
+    }
 }
 
 /// `server`: a VM with an NFS server profile.
