@@ -65,24 +65,26 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-/// Removes `dir` while another thread may still be writing into it: once a folder is
-/// unlinked nothing new can be created in it, so a few tries empty it.
+/// Removes `dir`, which the unpacking thread may still be writing into until it sees
+/// [`stop_unpacking`](crate::publish::archive::stop_unpacking). Done means the path is
+/// gone, not that one `remove_dir_all` returned: a pass can fail on an entry renamed or
+/// created under it (its `NotFound` says nothing of `dir`), so it is tried again, for at
+/// most 10 s.
 fn remove_while_written(dir: &Path) {
-    for _ in 0..50 {
-        match std::fs::remove_dir_all(dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            _ => return,
+    let start = std::time::Instant::now();
+    while std::fs::symlink_metadata(dir).is_ok() && start.elapsed() < std::time::Duration::from_secs(10) {
+        if std::fs::remove_dir_all(dir).is_err() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 }
 
 /// Runs `work` (unpacking a bundle into the temp folders `tmps`, fetching its
 /// packages) on a blocking thread. On SIGINT, SIGTERM or SIGHUP first (the handler is
-/// `signal`, installed before the folders were made) the folders are removed and
-/// the process exits with [`exit::INTERRUPTED`], without waiting for `work` (it may
-/// be blocked on a download).
+/// `signal`, installed before the folders were made) unpacking is stopped before its
+/// next entry, `work` is given 5 s to return (it may be blocked on a download, which
+/// writes nothing into the folders), the folders are removed and the process exits
+/// with [`exit::INTERRUPTED`].
 async fn unpack_or_interrupted<T: Send + 'static>(
     signal: impl std::future::Future<Output = ()>,
     tmps: Vec<PathBuf>,
@@ -90,15 +92,23 @@ async fn unpack_or_interrupted<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> T {
     let task = tokio::task::spawn_blocking(work);
+    tokio::pin!(task);
     tokio::select! {
-        r = task => r.expect("unpacking task"),
+        r = &mut task => r.expect("unpacking task"),
         () = signal => {
+            crate::publish::archive::stop_unpacking();
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut task).await;
             for t in &tmps {
                 remove_while_written(t);
             }
             let shown: Vec<String> = tmps.iter().map(|t| t.display().to_string()).collect();
             let (folders, are) = if shown.len() == 1 { ("folder", "is") } else { ("folders", "are") };
-            errln!("interrupted: the {what}'s temp {folders} {} {are} removed", shown.join(", "));
+            let left: Vec<&String> = shown.iter().filter(|t| Path::new(t).exists()).collect();
+            if left.is_empty() {
+                errln!("interrupted: the {what}'s temp {folders} {} {are} removed", shown.join(", "));
+            } else {
+                errln!("interrupted: the {what}'s temp {folders} {shown:?} could not all be removed; left: {left:?}");
+            }
             std::process::exit(exit::INTERRUPTED);
         }
     }

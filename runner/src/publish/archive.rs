@@ -282,6 +282,17 @@ impl LongNames {
     }
 }
 
+/// Set once by [`stop_unpacking`]: every [`extract_with`] in this process stops before
+/// its next entry.
+static UNPACKING_STOPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Stops every unpacking in this process before its next entry, for good: called when
+/// the process is about to exit on a signal, so that nothing more is written into a
+/// temp folder that is being removed.
+pub fn stop_unpacking() {
+    UNPACKING_STOPPED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// Unpacks `bundle` into the empty folder `into` within `budget` and checks every
 /// file against its `MANIFEST` ([`verify`]). Only regular files and folders under one
 /// top folder are unpacked; every other entry is refused by name, never dropped: an
@@ -292,7 +303,7 @@ impl LongNames {
 /// through [`Folder`] (no link followed).
 ///
 /// Errors: [`BundleError::Format`] naming the entry or file and what is wrong (also a
-/// budget passed, a truncated or damaged archive, a missing, extra or damaged file);
+/// budget passed, unpacking stopped by [`stop_unpacking`], a truncated or damaged archive, a missing, extra or damaged file);
 /// [`BundleError::Io`].
 pub fn extract_with(bundle: &Path, into: &Path, budget: &Budget) -> Result<Extracted, BundleError> {
     let bad = |message: String| BundleError::Format { path: bundle.to_path_buf(), message };
@@ -329,6 +340,9 @@ pub fn extract_with(bundle: &Path, into: &Path, budget: &Budget) -> Result<Extra
     let mut last = String::from("(the first entry)");
     let mut long = LongNames::default();
     for entry in entries {
+        if UNPACKING_STOPPED.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(bad("unpacking stopped: the process is being interrupted".into()));
+        }
         let mut entry =
             entry.map_err(|e| bad(format!("the archive is truncated or damaged after entry {last:?}: {e}")))?;
         let kind = entry.header().entry_type();
