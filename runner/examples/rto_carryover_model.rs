@@ -1,7 +1,7 @@
 //! Back-of-the-envelope model of the RPC retransmit-timeout carry-over that
 //! `suites/nfs-udp-rto-carryover.yaml` measures: how many times longer an unpatched
 //! Linux RPC-over-UDP client waits for lost replies than one patched with
-//! `suites/patches/sunrpc-no-rto-carryover.patch`.
+//! `images/kernels/patches/sunrpc-no-rto-carryover.patch`.
 //!
 //! ```text
 //! cargo run --example rto_carryover_model -- 13 3     # packet loss %, fragments per reply

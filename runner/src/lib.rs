@@ -54,6 +54,7 @@ macro_rules! errln {
 
 pub mod analyse;
 pub mod bench;
+pub mod bisect;
 pub mod cli;
 pub mod events;
 pub mod exit;

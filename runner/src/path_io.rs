@@ -356,6 +356,30 @@ impl Folder {
         Ok(hex::encode(h.finalize()))
     }
 
+    /// Removes the file (or symbolic link: the link, never what it names) `rel`;
+    /// whether something was there. A folder is left alone (`false`), as is a path
+    /// whose folders on the way are links or missing.
+    ///
+    /// Errors: [`FileError::Outside`], [`FileError::Io`] when the unlink fails.
+    pub fn remove(&self, rel: &str) -> Result<bool, FileError> {
+        plain(rel, &self.path)?;
+        let (dir, name) = match rel.rsplit_once('/') {
+            Some((d, n)) => match self.sub(d) {
+                Ok(f) => (f, n),
+                Err(_) => return Ok(false),
+            },
+            None => (
+                Folder { fd: self.fd.try_clone().map_err(PathIo::on("opening", &self.path))?, path: self.path.clone() },
+                rel,
+            ),
+        };
+        match nix::unistd::unlinkat(Some(dir.fd.as_raw_fd()), name, nix::unistd::UnlinkatFlags::NoRemoveDir) {
+            Ok(()) => Ok(true),
+            Err(Errno::ENOENT | Errno::EISDIR | Errno::EPERM) => Ok(false),
+            Err(e) => Err(FileError::Io(PathIo { what: "removing", path: self.display(rel), source: e.into() })),
+        }
+    }
+
     /// The folder `rel` inside this one, opened as its own [`Folder`].
     ///
     /// Errors: a link on the way, not a folder, outside.

@@ -122,6 +122,44 @@ pub(crate) enum Command {
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Find the commit of a git tree that made a VM's verdict change: build the VM's
+    /// kernel (`kernel: {tree, rev}`) at the commits git's bisection picks, run the
+    /// suite at each, mark each commit by the VM's verdict against its baseline (the
+    /// direction --bad shows is bad, `same` is good; a build or boot failure is
+    /// skipped), then run the culprit and its parent again to verify it. The state is
+    /// kept in the bisect folder: the same command resumes an interrupted bisect.
+    Bisect {
+        /// The suite file.
+        suite: PathBuf,
+        /// The VM whose kernel is bisected.
+        #[arg(long)]
+        vm: String,
+        /// A revision of the tree that does not show the change.
+        #[arg(long)]
+        good: String,
+        /// A revision that shows it (default: the VM's `rev` in the suite).
+        #[arg(long)]
+        bad: Option<String>,
+        /// The measurement whose verdict decides (needed when several measure the VM).
+        #[arg(long)]
+        measurement: Option<String>,
+        /// Runs of the culprit and of its parent each, to verify the culprit.
+        #[arg(long, default_value_t = 3)]
+        verify: u32,
+        /// Runs at most of one commit while its verdict is undecided (their values
+        /// pooled, the test's α shared among them).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+        max_runs: u32,
+        /// The bisect folder (default: `bisect/<suite>-<vm>-<good>-<bad>`).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Boot every VM and save no VM state (see `run --fresh-boot`).
+        #[arg(long)]
+        fresh_boot: bool,
+        /// Bind each QEMU process to one host CPU (see `run --pin`).
+        #[arg(long, env = "VMREPRO_PIN", value_parser = clap::builder::FalseyValueParser::new())]
+        pin: bool,
+    },
     /// Open an interactive root shell in a VM of a running run (one started with
     /// --keep, or one whose steps still run), over its second serial port.
     Shell {

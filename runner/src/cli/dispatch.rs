@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::args::{Cli, Command, ImagesCommand, KeepArg};
 use super::progress::{interrupted, progress_sink};
-use super::{bench, images, interactive, publish};
+use super::{bench, bisect, images, interactive, publish};
 use crate::analyse::{analyse_dir, Analysis};
 use crate::exit;
 use crate::infra::images::{Cache, Catalog};
@@ -127,6 +127,24 @@ pub(super) async fn dispatch(cli: Cli) -> i32 {
         }
         Command::Compare { run_a, run_b, budget } => publish::compare(&run_a, &run_b, &budget.budget()).await,
         Command::Export { kcidb: _, run_dir, output } => publish::export_kcidb(&run_dir, output.as_deref()),
+        Command::Bisect { suite, vm, good, bad, measurement, verify, max_runs, dir, fresh_boot, pin } => {
+            let opts = crate::bisect::BisectOptions {
+                suite,
+                images: cli.images.clone(),
+                vm,
+                good,
+                bad,
+                measurement,
+                verify,
+                max_runs,
+                dir,
+                cache,
+                events: progress_sink(),
+                fresh_boot,
+                pin,
+            };
+            bisect::bisect(opts).await
+        }
         Command::Plan { suite, cost: true } => images::cost(&suite, cli.images.as_deref(), &cache),
         Command::Plan { suite, cost: false } => match load_or_exit(&suite, cli.images.as_deref()) {
             Ok((plan, _)) => {

@@ -4,6 +4,7 @@
 
 mod args;
 mod bench;
+mod bisect;
 mod dispatch;
 mod images;
 mod interactive;

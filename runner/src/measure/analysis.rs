@@ -631,14 +631,7 @@ fn compare_metric(m: &MeasurementPlan, vms: &mut [VmResult], calibration: Option
     let values = |v: &VmResult| -> Vec<f64> {
         v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(&m.metric.name, i)).collect()
     };
-    // "Higher is better" metrics are compared on their reciprocals, so that `Slower`
-    // always means worse.
-    let oriented = |xs: Vec<f64>| -> Vec<f64> {
-        match m.metric.better {
-            Better::Lower => xs,
-            Better::Higher => xs.into_iter().map(|x| if x == 0.0 { f64::INFINITY } else { 1.0 / x }).collect(),
-        }
-    };
+    let oriented = |xs: Vec<f64>| oriented(m.metric.better, xs);
     let bases: BTreeMap<String, Vec<f64>> =
         vms.iter().filter(|v| m.baseline_of(&v.vm) == v.vm).map(|v| (v.vm.clone(), oriented(values(v)))).collect();
     let raw: BTreeMap<String, Vec<f64>> =
@@ -680,6 +673,15 @@ fn compare_metric(m: &MeasurementPlan, vms: &mut [VmResult], calibration: Option
         if let Some(c) = &mut v.comparison {
             c.calibrated = Some(aa);
         }
+    }
+}
+
+/// `xs` as [`compare`] takes them: as they are when lower is better, else their
+/// reciprocals (0 becomes infinity), so that `Slower` always means worse.
+pub fn oriented(better: Better, xs: Vec<f64>) -> Vec<f64> {
+    match better {
+        Better::Lower => xs,
+        Better::Higher => xs.into_iter().map(|x| if x == 0.0 { f64::INFINITY } else { 1.0 / x }).collect(),
     }
 }
 

@@ -336,6 +336,26 @@ pub fn cut_log(data: &[u8], max: usize) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// This machine's tree mappings, with the `(tree, rev)` of every kernel the run built
+/// from a git tree pinned to the commit it built (from `environment.json`): a branch
+/// that has moved since, or a bisect step's commit, is bundled as it ran, not as the
+/// revision resolves today.
+///
+/// Errors: a malformed `VMREPRO_TREES`.
+fn trees_as_run(env: Option<&environment::Environment>) -> Result<crate::infra::images::tree::Trees, String> {
+    use crate::infra::images::tree::{resolve_rev, TreeCommit, Trees};
+    let mut trees = Trees::current()?;
+    for k in env.map_or(&[][..], |e| e.kernels.as_slice()) {
+        if let environment::KernelOrigin::Tree { tree, rev, commit, describe, subject, .. } = &k.origin {
+            let date =
+                trees.checkout(tree).and_then(|c| resolve_rev(c, commit).ok()).map(|c| c.date).unwrap_or_default();
+            let pin = TreeCommit { commit: commit.clone(), describe: describe.clone(), subject: subject.clone(), date };
+            trees.pin(tree, rev, pin);
+        }
+    }
+    Ok(trees)
+}
+
 /// The entries of `images/kernels.yaml` that `plan` uses, as YAML text.
 fn pinned_entries(catalog: &Catalog, plan: &Plan) -> Result<String, BundleError> {
     let path = catalog.dir.join("kernels.yaml");
@@ -383,8 +403,11 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
     let env = environment::read(run_dir);
     let suite_path = suite_as_run(&record, env.as_ref())?;
     let images = opts.images.clone().or_else(|| env.as_ref().map(|e| PathBuf::from(&e.images_dir)));
-    let (plan, catalog) = crate::suite::load(&suite_path, images.as_deref())
-        .map_err(|e| BundleError::Suite { path: suite_path.clone(), message: e.to_string() })?;
+    let suite_error = |message: String| BundleError::Suite { path: suite_path.clone(), message };
+    let options =
+        crate::suite::LoadOptions { trees: trees_as_run(env.as_ref()).map_err(suite_error)?, ..Default::default() };
+    let (plan, catalog) =
+        crate::suite::load_with(&suite_path, images.as_deref(), &options).map_err(|e| suite_error(e.to_string()))?;
     if !run_dir.join(published::REPORT_MD).is_file() || !run_dir.join(published::REPORT_HTML).is_file() {
         published::write(run_dir)
             .map_err(|e| BundleError::Format { path: run_dir.to_path_buf(), message: e.to_string() })?;

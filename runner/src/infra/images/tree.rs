@@ -9,14 +9,18 @@
 //! The user's working tree, index and refs are never touched. The revision is resolved
 //! with `git rev-parse` (the suite's `rev` is checked against [`check_rev`] first and
 //! passed after `--end-of-options`), and the commit's files are exported with
-//! `git read-tree --reset -u` into vmrepro's own copy under
-//! `<cache>/trees/<name>-<checkout hash>/src`, with vmrepro's own index file: between
-//! two commits only the files that differ are rewritten, so the object folder
-//! (`obj-<config hash>`, `make O=…`, one per set of fragments) rebuilds only what they
-//! touch, and ccache is shared with the source-package builds ([`super::source`]). Every
-//! command that runs the tree's code (patch, make) runs in the sandbox
-//! ([`super::sandbox`]); git itself runs on the host on the user's own repository, with
-//! hooks and fsmonitor turned off.
+//! `git read-tree --reset -u` into vmrepro's own build folder, one per set of
+//! fragments (`<cache>/trees/<name>-<checkout hash>/build-<config hash>`), with that
+//! folder's own index file: between two commits only the files that differ are
+//! rewritten, and the last build's objects stay beside them, so kbuild rebuilds only
+//! what those files touch. The build runs in the tree as a source package's does
+//! ([`super::source`]), so the compiler's command lines are the same and ccache serves
+//! both (a tree made from `linux-source-6.1` builds mostly from the cache the
+//! source-built 6.1 kernels filled). Every command that runs the tree's code (patch,
+//! make) runs in the sandbox ([`super::sandbox`]); git itself runs on the host on the
+//! user's own repository, with hooks and fsmonitor turned off. A build that was killed
+//! leaves a mark, and the next build in that folder first removes the files it wrote
+//! (they may be half written).
 //!
 //! The built kernel is cached under `kernel/<key>` by (commit id, fragments, patches,
 //! compiler); run.json, the report and bundles record the commit id and
@@ -179,7 +183,7 @@ pub fn check_rev(rev: &str) -> Option<String> {
 }
 
 /// A `git` command on the user's checkout: no hooks, no fsmonitor, no pager, no prompt.
-fn git(checkout: &Path) -> Command {
+pub(crate) fn git(checkout: &Path) -> Command {
     let mut c = Command::new("git");
     c.arg("-C")
         .arg(checkout)
@@ -191,8 +195,8 @@ fn git(checkout: &Path) -> Command {
     c
 }
 
-/// Runs `cmd` and returns its stdout, or git's stderr as the error.
-fn output(mut cmd: Command, what: &str) -> Result<String, String> {
+/// Runs `cmd` and returns its stdout (trimmed), or git's stderr as the error (`what: …`).
+pub(crate) fn output(mut cmd: Command, what: &str) -> Result<String, String> {
     let out = cmd.output().map_err(|e| format!("{what}: cannot run git: {e}"))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
@@ -298,83 +302,113 @@ impl TreeKernel {
         let log = out.join("build.log");
         let _lock = build_lock(cache, &log)?;
         let state = self.state_dir(cache, checkout);
-        let src = state.join("src");
-        std::fs::create_dir_all(&src).map_err(ImageError::io("creating", &src))?;
+        // One build folder per set of fragments: the commit's files and, beside them,
+        // the objects of the last build in it (kbuild in the tree, as a source
+        // package's build runs: the same compiler command lines, so ccache serves both).
+        let mut cfg = b"fragments\n".to_vec();
+        cfg.extend(inputs_key_bytes(&self.fragments, &[])?);
+        let name = format!("build-{}", &sha256_hex(&cfg)[..16]);
+        let build = state.join(&name);
+        std::fs::create_dir_all(&build).map_err(ImageError::io("creating", &build))?;
+        let patched = state.join(format!("{name}.patched"));
         let t0 = std::time::Instant::now();
-        self.export(checkout, &state, &src, cache)?;
+        self.export(checkout, &state.join(format!("{name}.index")), &patched, &build, cache)?;
         super::source::log_note(
             &log,
             &format!(
                 "{} exported from {} into {} in {:.1}s",
                 self.resolved.commit,
                 checkout.display(),
-                src.display(),
+                build.display(),
                 t0.elapsed().as_secs_f64()
             ),
         );
         let inputs = out.join("inputs");
         let fragments = copy_inputs(&inputs, "fragment", &self.fragments)?;
         let patches = copy_inputs(&inputs, "patch", &self.patches)?;
-        let mut cfg = b"fragments\n".to_vec();
-        cfg.extend(inputs_key_bytes(&self.fragments, &[])?);
-        let obj = state.join(format!("obj-{}", &sha256_hex(&cfg)[..16]));
-        std::fs::create_dir_all(&obj).map_err(ImageError::io("creating", &obj))?;
+        // What the patches will touch, for the next export to put back.
+        let mut touched = String::new();
+        for p in &patches {
+            let text = std::fs::read(p).map_err(ImageError::io("reading", p))?;
+            for path in patched_paths(&String::from_utf8_lossy(&text)) {
+                touched.push_str(&path);
+                touched.push('\n');
+            }
+        }
+        std::fs::write(&patched, touched).map_err(ImageError::io("writing", &patched))?;
         let ccache = super::source::ccache_dir(cache);
         let writable: Vec<&Path> = [out, state.as_path()].into_iter().chain(ccache.as_deref()).collect();
         let origin = format!("{}@{}", self.tree, self.resolved.commit);
-        Kbuild {
+        let marker = InProgress::begin(&build, &log)?;
+        let built = Kbuild {
             cache,
-            src: &src,
-            obj: Some(&obj),
+            src: &build,
+            obj: None,
             writable: &writable,
             log: &log,
             label: self.label(),
             origin: &origin,
             local_version: local_version(&self.patches),
         }
-        .build(&patches, &self.patches, &fragments, &self.fragments, out)?;
+        .build(&patches, &self.patches, &fragments, &self.fragments, out);
+        // A build that failed on its own left make's consistent state; one that was
+        // killed (interrupted) may have left files half written.
+        if built.is_ok() || !cache.cancel_flag().is_cancelled() {
+            marker.end();
+        }
+        built?;
         std::fs::write(out.join("commit"), format!("{}\n", self.resolved.commit))
             .map_err(ImageError::io("writing", out))?;
         std::fs::remove_dir_all(&inputs).map_err(ImageError::io("removing", &inputs))?;
         Ok(())
     }
 
-    /// Makes `src` hold exactly the commit's files: `git clean` and `git read-tree
-    /// --reset -u` with vmrepro's own index (`state/index`) and `src` as the work tree,
-    /// so only files that differ from the last export are rewritten (and a patch's
-    /// leftovers are removed); without an index yet, `src` is emptied first.
-    fn export(&self, checkout: &Path, state: &Path, src: &Path, cache: &Cache) -> Result<(), ImageError> {
+    /// Makes the build folder `build` hold exactly the commit's files, its build
+    /// outputs (files the commit does not track) left in place: the files the last
+    /// build's patches touched (listed in `patched`) are removed, then `git read-tree
+    /// --reset -u` with the folder's own index (`index`) writes every tracked file
+    /// that differs from the commit (changed, patched or missing), and only those, so
+    /// make rebuilds only what they touch. Without an index yet, `build` is emptied
+    /// first (what it holds is unknown).
+    fn export(
+        &self,
+        checkout: &Path,
+        index: &Path,
+        patched: &Path,
+        build: &Path,
+        cache: &Cache,
+    ) -> Result<(), ImageError> {
         let mut g = git(checkout);
         g.args(["rev-parse", "--absolute-git-dir"]);
         let git_dir = output(g, &format!("{}: git rev-parse --absolute-git-dir", checkout.display()))
             .map_err(ImageError::Kernel)?;
-        let index = state.join("index");
         let with_tree = |args: &[&str]| {
             let mut c = Command::new("git");
             c.arg("--git-dir")
                 .arg(&git_dir)
                 .arg("--work-tree")
-                .arg(src)
+                .arg(build)
                 .args(["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.autocrlf=false"])
                 .args(args)
-                .env("GIT_INDEX_FILE", &index)
+                .env("GIT_INDEX_FILE", index)
                 .env("GIT_TERMINAL_PROMPT", "0")
                 .env_remove("GIT_DIR")
                 .env_remove("GIT_WORK_TREE");
             c
         };
         if index.exists() {
-            run_tool(
-                &mut with_tree(&["clean", "-fdxq"]),
-                "git clean (vmrepro's copy of the tree)",
-                None,
-                cache.cancel_flag(),
-            )?;
+            if let Ok(list) = std::fs::read_to_string(patched) {
+                let folder = crate::path_io::Folder::open(build).map_err(ImageError::File)?;
+                for rel in list.lines().filter(|l| !l.is_empty()) {
+                    // A path outside the folder or through a link is not ours to remove.
+                    let _ = folder.remove(rel);
+                }
+            }
         } else {
-            // No index: what `src` holds (an interrupted first export) is unknown.
-            std::fs::remove_dir_all(src).map_err(ImageError::io("emptying", src))?;
-            std::fs::create_dir_all(src).map_err(ImageError::io("creating", src))?;
+            std::fs::remove_dir_all(build).map_err(ImageError::io("emptying", build))?;
+            std::fs::create_dir_all(build).map_err(ImageError::io("creating", build))?;
         }
+        let _ = std::fs::remove_file(patched);
         run_tool(
             &mut with_tree(&["read-tree", "--reset", "-u", &self.resolved.commit]),
             &format!("git read-tree {} (export into vmrepro's copy)", self.resolved.commit),
@@ -383,6 +417,80 @@ impl TreeKernel {
         )?;
         Ok(())
     }
+}
+
+/// The files a patch touches, relative to the tree (`patch -p1`: the first component
+/// of each `--- `/`+++ ` path dropped; `/dev/null` and paths with `..` left out).
+fn patched_paths(patch: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in patch.lines() {
+        let Some(rest) = line.strip_prefix("+++ ").or_else(|| line.strip_prefix("--- ")) else { continue };
+        let path = rest.split('\t').next().unwrap_or_default().trim();
+        let Some((_, rel)) = path.split_once('/') else { continue };
+        if path == "/dev/null" || rel.is_empty() || rel.split('/').any(|c| c == ".." || c.is_empty()) {
+            continue;
+        }
+        if !out.iter().any(|p| p == rel) {
+            out.push(rel.to_string());
+        }
+    }
+    out
+}
+
+/// The mark of a build in progress in an object folder shared between builds
+/// (`.vmrepro-build-in-progress`): a build that is killed (an interruption kills make
+/// and the compilers at once) can leave object files half written with a new time,
+/// which the next make would take as up to date. The next build finds the mark and
+/// first removes every file written since it was made, so make writes them again.
+struct InProgress {
+    /// The mark's path.
+    path: PathBuf,
+}
+
+impl InProgress {
+    /// The mark's file name in the object folder.
+    const NAME: &'static str = ".vmrepro-build-in-progress";
+
+    /// Removes what a killed build left (noted in `log`), then marks a new build.
+    ///
+    /// Errors: the folder can't be read or the mark written.
+    fn begin(obj: &Path, log: &Path) -> Result<InProgress, ImageError> {
+        let path = obj.join(Self::NAME);
+        if let Ok(since) = std::fs::symlink_metadata(&path).and_then(|m| m.modified()) {
+            let removed = remove_written_since(obj, since)?;
+            super::source::log_note(
+                log,
+                &format!("the last build in {} was killed: {removed} file(s) it wrote are removed", obj.display()),
+            );
+        }
+        std::fs::write(&path, b"").map_err(ImageError::io("writing", &path))?;
+        Ok(InProgress { path })
+    }
+
+    /// The build ended (built, or failed by itself): the mark goes.
+    fn end(self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Removes every regular file under `dir` (links not followed) modified at or after
+/// `since`, the mark itself excepted; how many.
+///
+/// Errors: a folder can't be listed or a file removed.
+fn remove_written_since(dir: &Path, since: std::time::SystemTime) -> Result<usize, ImageError> {
+    let mut removed = 0;
+    let entries = std::fs::read_dir(dir).map_err(ImageError::io("listing", dir))?;
+    for e in entries {
+        let e = e.map_err(ImageError::io("listing", dir))?;
+        let (path, meta) = (e.path(), e.metadata().map_err(ImageError::io("reading", dir))?);
+        if meta.is_dir() {
+            removed += remove_written_since(&path, since)?;
+        } else if meta.is_file() && e.file_name() != InProgress::NAME && meta.modified().is_ok_and(|m| m >= since) {
+            std::fs::remove_file(&path).map_err(ImageError::io("removing", &path))?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 #[cfg(test)]
@@ -485,7 +593,8 @@ mod tests {
         let mut trees = Trees::default();
         trees.map("t", r.path().to_path_buf());
         let state = cache_dir.path().join("state");
-        let src = state.join("src");
+        let src = state.join("build");
+        let (index, patched) = (state.join("build.index"), state.join("build.patched"));
         std::fs::create_dir_all(&src).unwrap();
         for (rev, a, has_b, has_c) in
             [("v1", "one\n", true, false), ("main", "two\n", false, true), ("v1", "one\n", true, false)]
@@ -499,13 +608,28 @@ mod tests {
                 fragments: vec![],
                 patches: vec![],
             };
-            // A leftover (as a patch creating a file would leave) is removed.
-            std::fs::write(src.join("leftover"), "x").unwrap();
-            k.export(r.path(), &state, &src, &cache).unwrap();
+            // What the last build's patches touched is put back (a tracked file changed,
+            // a new file removed); its outputs (untracked, not patched) stay.
+            let first = !index.exists();
+            if first {
+                // The first export empties the folder: what it holds is unknown.
+                std::fs::write(src.join("stray"), "x").unwrap();
+            } else {
+                std::fs::write(src.join("a"), "patched\n").unwrap();
+                std::fs::write(src.join("new-from-patch"), "x").unwrap();
+                std::fs::write(&patched, "a\nnew-from-patch\n../outside\n").unwrap();
+            }
+            k.export(r.path(), &index, &patched, &src, &cache).unwrap();
+            assert!(!src.join("stray").exists());
             assert_eq!(std::fs::read_to_string(src.join("a")).unwrap(), a, "{rev}");
             assert_eq!(src.join("b").exists(), has_b, "{rev}");
             assert_eq!(src.join("c").exists(), has_c, "{rev}");
-            assert!(!src.join("leftover").exists(), "{rev}");
+            assert!(!src.join("new-from-patch").exists(), "{rev}");
+            if !first {
+                assert!(src.join("a.o").exists(), "{rev}: a build output was removed");
+            }
+            assert!(!patched.exists());
+            std::fs::write(src.join("a.o"), "object").unwrap();
         }
         let after = output(
             {
@@ -518,6 +642,35 @@ mod tests {
         .unwrap();
         assert_eq!(before, after);
         assert_eq!(std::fs::read_to_string(r.path().join("a")).unwrap(), "two\n");
+    }
+
+    #[test]
+    fn the_files_a_patch_touches_are_its_paths_less_one_component() {
+        let patch = "Subject: x\n\n--- a/net/sunrpc/xprt.c\n+++ b/net/sunrpc/xprt.c\n@@ -1 +1 @@\n-x\n+y\n\
+                     --- /dev/null\n+++ b/fs/new.c\t2026-01-01\n--- a/../../etc/passwd\n+++ b/x//y\n";
+        assert_eq!(patched_paths(patch), ["net/sunrpc/xprt.c", "fs/new.c"]);
+    }
+
+    #[test]
+    fn a_killed_build_leaves_its_mark_and_the_next_one_removes_what_it_wrote() {
+        let obj = tempfile::tempdir().unwrap();
+        let log = obj.path().join("build.log");
+        std::fs::create_dir_all(obj.path().join("fs/nfs")).unwrap();
+        std::fs::write(obj.path().join("fs/nfs/old.o"), "built before").unwrap();
+        // File times are taken from a coarse clock (a few ms): the mark must be later.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // A finished build removes its mark, and the next one removes nothing.
+        InProgress::begin(obj.path(), &log).unwrap().end();
+        assert!(!obj.path().join(InProgress::NAME).exists());
+        let killed = InProgress::begin(obj.path(), &log).unwrap();
+        std::mem::forget(killed);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(obj.path().join("fs/nfs/half.o"), "half writ").unwrap();
+        let next = InProgress::begin(obj.path(), &log).unwrap();
+        assert!(!obj.path().join("fs/nfs/half.o").exists(), "a file the killed build wrote is kept");
+        assert!(obj.path().join("fs/nfs/old.o").exists(), "a file from before it is removed");
+        assert!(std::fs::read_to_string(&log).unwrap().contains("1 file(s) it wrote are removed"));
+        next.end();
     }
 
     #[test]

@@ -15,7 +15,7 @@ seed=${2:-$HOME/.cache/vmrepro}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 vmrepro=${VMREPRO:-$repo/target/debug/vmrepro}
 mkdir -p "$out/suites"
-cp "$repo/images/kernels/nfs-udp-guest.config" "$repo/suites/patches/sunrpc-no-rto-carryover.patch" "$out/suites/"
+cp "$repo/images/kernels/nfs-udp-guest.config" "$repo/images/kernels/patches/sunrpc-no-rto-carryover.patch" "$out/suites/"
 suite() { # NAME PATCHES
   cat > "$out/suites/$1.yaml" <<YAML
 name: build-$1
