@@ -284,9 +284,9 @@ fn pick_measurement<'a>(
 /// The command that makes this bisect again (the tree's path left for the reader).
 fn reproduce_command(opts: &BisectOptions, q: &Question) -> String {
     let mut c = format!(
-        "vmrepro --tree {}=PATH bisect {} --vm {} --good {} --bad {} --measurement {}",
-        q.tree,
+        "vmrepro bisect {} --tree {}=PATH --vm {} --good {} --bad {} --measurement {}",
         display_path(&opts.suite),
+        q.tree,
         q.vm,
         q.good.commit,
         q.bad.commit,

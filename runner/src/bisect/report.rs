@@ -185,7 +185,8 @@ pub fn markdown(q: &Question, o: &Outcome, reproduce: &str) -> String {
     s
 }
 
-/// The runs as a Markdown table.
+/// The runs as a Markdown table (the p-value only under the Mann–Whitney rule: the
+/// ranges rule does not use it).
 fn table(q: &Question, o: &Outcome) -> String {
     let unit = if q.metric == "elapsed_s" { " s" } else { "" };
     let mut s = format!(
@@ -203,7 +204,11 @@ fn table(q: &Question, o: &Outcome) -> String {
             num(e.median),
             num(e.baseline_median),
             e.comparison.as_ref().map_or("-".into(), |c| format!("{:.2}", c.median_ratio)),
-            e.comparison.as_ref().and_then(|c| c.test.as_ref()).map_or("-".into(), |t| format!("{:.3}", t.p_value)),
+            e.comparison
+                .as_ref()
+                .filter(|c| c.policy.rule == crate::schema::measure::Rule::MannWhitney)
+                .and_then(|c| c.test.as_ref())
+                .map_or("-".into(), |t| format!("{:.3}", t.p_value)),
             mark_words(e, o.direction)
         );
     }

@@ -169,7 +169,10 @@ impl Kbuild<'_> {
         };
         let step = |cmd: &mut Command, what: &str| -> Result<(), ImageError> {
             note(what);
-            run_tool(&mut sandboxed(cmd)?, what, Some(self.log), self.cache.cancel_flag()).map(|_| ())
+            let t0 = std::time::Instant::now();
+            run_tool(&mut sandboxed(cmd)?, what, Some(self.log), self.cache.cancel_flag())?;
+            note(&format!("{what}: {:.1}s", t0.elapsed().as_secs_f64()));
+            Ok(())
         };
         for (p, given) in patches.iter().zip(given_patches) {
             step(
