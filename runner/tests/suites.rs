@@ -12,10 +12,18 @@
 //! compile must not run beside a timed suite). They are listed first, so that with two
 //! or more test threads one of them starts at once.
 //!
+//! One more trial is not a suite file: `run_suite::bisect/nfs-udp-rto-bisect.yaml`
+//! ([`bisect_test`]), `vmrepro bisect` on a kernel git tree made from Debian's
+//! `linux-source-6.1`. It builds its kernels under the suites' lock, then runs beside
+//! the others like the RTO suite (its reads wait on RPC timers too), so the harness
+//! runs three test threads by default: the two timer-bound trials and the suites one
+//! at a time.
+//!
 //! The harness is libtest-mimic's (as datatest-stable's is): one test per suite, named
 //! `run_suite::<file>`, so `--exact`, filters and `--list` (which nextest reads) work as
 //! before.
 
+mod bisect_test;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -33,8 +41,15 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 /// the same packets and kept its verdict (BENCHMARKS.md, "Suites beside each other").
 const BESIDE_OTHERS: &[&str] = &["nfs-udp-rto-carryover.yaml"];
 
+/// The bisect trial's name (`tests/bisect_test/`): a suite name, so `-- rto-bisect`
+/// and `--exact` pick it as they pick a suite.
+const BISECT_TRIAL: &str = "run_suite::bisect/nfs-udp-rto-bisect.yaml";
+
 fn main() -> std::process::ExitCode {
-    let args = libtest_mimic::Arguments::from_args();
+    let mut args = libtest_mimic::Arguments::from_args();
+    // Three threads unless told otherwise: the RTO suite and the bisect trial each run
+    // beside the suites that run one at a time (see the module docs).
+    args.test_threads.get_or_insert(3);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites");
     let mut suites: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
@@ -51,13 +66,19 @@ fn main() -> std::process::ExitCode {
         );
     }
     suites.sort_by_key(|p| (!beside_others(p), p.clone()));
-    let trials = suites
+    let mut trials: Vec<libtest_mimic::Trial> = suites
         .into_iter()
         .map(|path| {
             let name = format!("run_suite::{}", file_name(&path));
             libtest_mimic::Trial::test(name, move || run_suite(&path).map_err(|e| format!("{e:?}").into()))
         })
         .collect();
+    // After the suites beside the others, before the rest: its runs go beside them too.
+    let at = BESIDE_OTHERS.len().min(trials.len());
+    trials.insert(
+        at,
+        libtest_mimic::Trial::test(BISECT_TRIAL, || bisect_test::run().map_err(|e| format!("{e:?}").into())),
+    );
     libtest_mimic::run(&args, trials).exit_code()
 }
 

@@ -1,4 +1,5 @@
-//! `vmrepro bisect` on a real kernel git history and real VMs (the VM tier).
+//! The `vmrepro bisect` trial of `tests/suites.rs` (`run_suite::bisect/nfs-udp-rto-bisect.yaml`):
+//! a real kernel git history, real VMs.
 //!
 //! The tree is made from Debian's `linux-source-6.1` by
 //! `suites/bisect/make-test-tree.sh`: a base with the RPC no-carry-over patch (fast),
@@ -6,13 +7,20 @@
 //! `suites/bisect/nfs-udp-rto-bisect.yaml` must name that commit and verify it; it is
 //! interrupted once after its first runs and resumed with the same command; one of
 //! its runs is then bundled with `--with-images` and replayed with no tree mapped.
-
-mod support;
+//!
+//! Its kernels (one per commit of the tree, all but the first from a few changed
+//! files, and the first mostly from the ccache the source-built 6.1 kernels filled)
+//! are built first under the suites' lock, like every suite's images; its runs then
+//! go beside the other suites, as the RTO suite's do: one NFS READ in flight through
+//! seeded loss waits on RPC timers, not on the CPU.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support;
+use vmrepro::infra::images::kernel::KernelSource;
+use vmrepro::infra::images::tree::{resolve_rev, Trees};
 use vmrepro::infra::images::{Cache, Catalog};
 
 /// `git -C tree rev-parse REV`.
@@ -67,17 +75,47 @@ fn recorded_runs(dir: &Path) -> usize {
         .unwrap_or(0)
 }
 
-#[test]
-fn bisect_names_the_reverting_commit_verifies_it_resumes_and_its_runs_replay_without_the_tree() {
+/// Builds the kernel of VM `mainline` at every commit of the tree (base to bad), and
+/// the suite's other images.
+fn build_images(tree: &Path) {
+    let root = support::repo_root();
+    let mut trees = Trees::default();
+    trees.map("linux", tree.to_path_buf());
+    let options = vmrepro::suite::LoadOptions { trees, ..Default::default() };
+    let (plan, catalog) =
+        vmrepro::suite::load_with(&root.join("suites/bisect/nfs-udp-rto-bisect.yaml"), None, &options).unwrap();
+    let vm = plan.vms.iter().position(|v| v.name == "mainline").unwrap();
+    let out = Command::new("git").arg("-C").arg(tree).args(["rev-list", "base^..bad"]).output().unwrap();
+    let cache = Cache::from_env();
+    let events: vmrepro::events::EventSink = std::sync::Arc::new(|_| {});
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let t0 = Instant::now();
+    for commit in String::from_utf8_lossy(&out.stdout).lines().rev() {
+        let mut p = plan.clone();
+        let KernelSource::Tree(k) = &p.vms[vm].kernel else { panic!("mainline's kernel is from a tree") };
+        let k = vmrepro::infra::images::tree::TreeKernel { resolved: resolve_rev(tree, commit).unwrap(), ..k.clone() };
+        p.vms[vm].kernel = KernelSource::Tree(k);
+        let r = rt.block_on(vmrepro::run::images::resolve(&p, &cache, &catalog, &events));
+        assert!(r.failures.is_empty(), "building {commit}: {:?}", r.failures);
+    }
+    eprintln!("bisect test: images and a kernel per commit ready in {:.0} s", t0.elapsed().as_secs_f64());
+}
+
+/// The trial (see the module docs).
+pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     let tmp = support::test_tmpdir().join("bisect");
     let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::create_dir_all(&tmp)?;
     let tree = tmp.join("tree");
-    make_tree(&tree);
+    {
+        // Like every suite's images: one build at a time, before any timed run.
+        let _images = support::vm_lock();
+        make_tree(&tree);
+        build_images(&tree);
+    }
     let culprit = rev_parse(&tree, "bad~2");
     let parent = rev_parse(&tree, "bad~3");
     let dir = tmp.join("bisect");
-    let _vms = support::vm_lock();
 
     // Interrupted once its first three runs (both endpoints, the first step) are
     // recorded: exit 130, and the runs stay recorded.
@@ -170,4 +208,5 @@ fn bisect_names_the_reverting_commit_verifies_it_resumes_and_its_runs_replay_wit
     assert_eq!(replay.status.code(), Some(0), "{text}\n{}", String::from_utf8_lossy(&replay.stderr));
     assert!(text.contains("imported from the bundle"), "{text}");
     assert!(text.contains(&culprit[..12]) || text.contains(&rev_parse(&tree, "bad")[..12]), "{text}");
+    Ok(())
 }
