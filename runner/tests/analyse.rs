@@ -712,3 +712,43 @@ fn vmrepro_wire_on_recorded_captures() {
     }
     assert!(seen >= 1, "no recorded run with a capture");
 }
+
+/// The wire section says what each capture holds, from run.json: only the measured
+/// iterations (`capture: measured`), or the whole run (`capture: true`), and never
+/// that a `measured` capture spans the whole run.
+#[test]
+fn the_wire_section_says_what_each_capture_holds() {
+    use vmrepro::report::published::document::Block;
+    let fixture = fixtures().into_iter().find(|f| f.ends_with("nfs-udp-rto-carryover-400kb")).expect("the fixture");
+    let items = |dir: &Path| -> Vec<String> {
+        let a = analyse_dir(dir).expect("analyse");
+        let sections = vmrepro::report::published::wire::wire_sections(&a);
+        assert_eq!(sections.iter().map(|s| s.title.as_str()).collect::<Vec<_>>(), ["On the wire: nfs-read"]);
+        sections[0]
+            .blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Items(i) => Some(i.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    };
+    let dir = copy(&fixture);
+    let measured = items(dir.path());
+    assert_eq!(measured.len(), 2, "{measured:?}");
+    assert!(
+        measured[0].starts_with("no-carryover: capture: measured, so only its measured iterations' steps are in it")
+    );
+    assert!(measured.iter().all(|i| !i.contains("whole run")), "{measured:?}");
+    let run = dir.path().join("run.json");
+    let text = std::fs::read_to_string(&run).unwrap().replace("\"measured_only\": true", "\"measured_only\": false");
+    std::fs::write(&run, text).unwrap();
+    let whole = items(dir.path());
+    assert!(
+        whole[1].starts_with(
+            "mainline: capture: true, the whole run from boot (below: its measured iterations' frames only)"
+        ),
+        "{whole:?}"
+    );
+}
