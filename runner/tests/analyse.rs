@@ -626,3 +626,129 @@ fn mount_options_granted_otherwise_are_shown_and_the_udp_note_only_where_udp_was
     assert!(!table.contains("negotiated otherwise"), "{table}");
     assert!(notes.iter().any(|n| n.contains("CONFIG_NFS_DISABLE_UDP_SUPPORT")), "v3 left to negotiation: {notes:?}");
 }
+
+/// The recorded runs with packet captures: `analyse` derives each captured read's wire
+/// counters again from the saved `capture.pcap` (their snapshot is checked above), and
+/// they agree with the client's own counters as `tests/suites.rs` checks live runs
+/// ([`support::wire_check`]: the wire's READ retransmissions equal mountstats', its NFS
+/// retransmissions nfsstat's over the read plus the mount's, ReasmFails within what the
+/// wire allows).
+#[test]
+fn recorded_captures_agree_with_the_clients_counters() {
+    let mut checked = Vec::new();
+    for fixture in fixtures() {
+        let dir = copy(&fixture);
+        let a = analyse_dir(dir.path()).expect("analyse");
+        checked.extend(support::wire_check::wire_against_counters(&a));
+    }
+    assert!(checked.len() >= 2, "expected a recorded run with two captured reads: {checked:?}");
+    assert!(checked.iter().all(|c| c.wire.2 > 0 && c.reasm.is_some()), "{checked:?}");
+}
+
+/// The report's side-by-side chart of a recorded RTO run: both kernels sent the same
+/// calls and resent the same ones the same number of times (row by row), and the
+/// unpatched `mainline` waited longer in all.
+#[test]
+fn the_wire_chart_of_a_recorded_rto_run_lines_up_the_same_resends() {
+    let mut charts = 0;
+    for fixture in fixtures() {
+        let dir = copy(&fixture);
+        let a = analyse_dir(dir.path()).expect("analyse");
+        if a.record.suite != "nfs-udp-rto-carryover" {
+            continue;
+        }
+        for section in vmrepro::report::published::wire::wire_sections(&a) {
+            for b in &section.blocks {
+                let vmrepro::report::published::document::Block::Chart(svg) = b else { continue };
+                let doc = roxmltree::Document::parse(svg).expect("well-formed");
+                let mut rows: std::collections::BTreeMap<(String, String), (String, f64)> = Default::default();
+                for g in doc.descendants().filter(|n| n.attribute("class") == Some("call")) {
+                    let waited: f64 =
+                        g.attribute("data-waits-ms").unwrap().split(',').filter_map(|w| w.parse::<f64>().ok()).sum();
+                    rows.insert(
+                        (g.attribute("data-row").unwrap().to_string(), g.attribute("data-vm").unwrap().to_string()),
+                        (g.attribute("data-sends").unwrap().to_string(), waited),
+                    );
+                }
+                let row_ids: std::collections::BTreeSet<&String> = rows.keys().map(|(r, _)| r).collect();
+                assert!(row_ids.len() >= 10, "{} rows", row_ids.len());
+                let (mut patched, mut mainline) = (0.0, 0.0);
+                for r in row_ids {
+                    let p = &rows[&(r.clone(), "no-carryover".to_string())];
+                    let m = &rows[&(r.clone(), "mainline".to_string())];
+                    assert_eq!(p.0, m.0, "row {r}: sends on no-carryover and mainline");
+                    patched += p.1;
+                    mainline += m.1;
+                }
+                assert!(mainline > patched, "mainline waited {mainline} ms, no-carryover {patched} ms");
+                charts += 1;
+            }
+        }
+    }
+    assert!(charts >= 1, "no recorded RTO run with captures");
+}
+
+/// `vmrepro wire` on each recorded run with captures: what it prints, snapshotted
+/// (`snapshots/analyse__<fixture>__wire.snap`), with no VM and exit 0.
+#[test]
+fn vmrepro_wire_on_recorded_captures() {
+    let mut seen = 0;
+    for fixture in fixtures().into_iter().filter(|f| {
+        f.join("vms").read_dir().is_ok_and(|mut d| {
+            d.any(|v| v.is_ok_and(|v| v.path().join(vmrepro::wire::run_dir::CAPTURE_FILE).is_file()))
+        })
+    }) {
+        let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_vmrepro"))
+            .arg("wire")
+            .arg(&fixture)
+            .env("VMREPRO_QEMU", "/bin/false")
+            .output()
+            .expect("vmrepro wire");
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        support::snapshot_settings().bind(|| insta::assert_snapshot!(format!("analyse__{name}__wire"), text));
+        seen += 1;
+    }
+    assert!(seen >= 1, "no recorded run with a capture");
+}
+
+/// The wire section says what each capture holds, from run.json: only the measured
+/// iterations (`capture: measured`), or the whole run (`capture: true`), and never
+/// that a `measured` capture spans the whole run.
+#[test]
+fn the_wire_section_says_what_each_capture_holds() {
+    use vmrepro::report::published::document::Block;
+    let fixture = fixtures().into_iter().find(|f| f.ends_with("nfs-udp-rto-carryover-400kb")).expect("the fixture");
+    let items = |dir: &Path| -> Vec<String> {
+        let a = analyse_dir(dir).expect("analyse");
+        let sections = vmrepro::report::published::wire::wire_sections(&a);
+        assert_eq!(sections.iter().map(|s| s.title.as_str()).collect::<Vec<_>>(), ["On the wire: nfs-read"]);
+        sections[0]
+            .blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Items(i) => Some(i.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    };
+    let dir = copy(&fixture);
+    let measured = items(dir.path());
+    assert_eq!(measured.len(), 2, "{measured:?}");
+    assert!(
+        measured[0].starts_with("no-carryover: capture: measured, so only its measured iterations' steps are in it")
+    );
+    assert!(measured.iter().all(|i| !i.contains("whole run")), "{measured:?}");
+    let run = dir.path().join("run.json");
+    let text = std::fs::read_to_string(&run).unwrap().replace("\"measured_only\": true", "\"measured_only\": false");
+    std::fs::write(&run, text).unwrap();
+    let whole = items(dir.path());
+    assert!(
+        whole[1].starts_with(
+            "mainline: capture: true, the whole run from boot (below: its measured iterations' frames only)"
+        ),
+        "{whole:?}"
+    );
+}

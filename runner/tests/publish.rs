@@ -266,6 +266,17 @@ fn identity() -> Identity {
     Identity { home: Some(HOME.into()), host: Some(HOST.into()), user: Some(USER.into()) }
 }
 
+/// Run folder `dir` bundled into `tmp/name` (as [`identity`] publishes it) and
+/// unpacked into `tmp/x`: the bundle and what unpacking it gave.
+fn bundled(tmp: &Path, dir: &Path, cache: Cache, name: &str) -> (PathBuf, vmrepro::publish::bundle::Extracted) {
+    let out = tmp.join(name);
+    bundle(dir, &out, &BundleOptions { with_images: false, cache, identity: identity(), images: None }).unwrap();
+    let x = tmp.join("x");
+    std::fs::create_dir(&x).unwrap();
+    let ex = extract(&out, &x).unwrap();
+    (out, ex)
+}
+
 #[test]
 fn a_bundle_leaks_no_host_path_or_name() {
     let tmp = tempfile::tempdir().unwrap();
@@ -310,12 +321,7 @@ fn a_bundle_leaks_no_host_path_or_name() {
 fn a_bundle_round_trips_and_compares_equal_to_its_run() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, cache) = private_run(tmp.path());
-    let out = tmp.path().join("b.tar.zst");
-    let opts = BundleOptions { with_images: false, cache, identity: identity(), images: None };
-    bundle(&dir, &out, &opts).unwrap();
-    let x = tmp.path().join("x");
-    std::fs::create_dir(&x).unwrap();
-    let ex = extract(&out, &x).unwrap();
+    let (out, ex) = bundled(tmp.path(), &dir, cache, "b.tar.zst");
     assert_eq!(ex.info.suite, "nfs-aa-same-kernel");
     assert_eq!(ex.info.suite_file, "project/suites/nfs-aa-same-kernel.yaml");
     for f in [
@@ -374,11 +380,7 @@ fn a_bundle_round_trips_and_compares_equal_to_its_run() {
 fn a_damaged_bundle_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, cache) = private_run(tmp.path());
-    let out = tmp.path().join("b.tar.gz");
-    bundle(&dir, &out, &BundleOptions { with_images: false, cache, identity: identity(), images: None }).unwrap();
-    let x = tmp.path().join("x");
-    std::fs::create_dir(&x).unwrap();
-    let ex = extract(&out, &x).unwrap();
+    let (_, ex) = bundled(tmp.path(), &dir, cache, "b.tar.gz");
     assert!(verify(&ex.top).is_ok());
     std::fs::write(ex.top.join("run/results.json"), "{}").unwrap();
     let e = verify(&ex.top).unwrap_err().to_string();
@@ -560,4 +562,118 @@ fn bundle_refuses_a_project_file_that_is_a_link() {
         assert!(!e.contains("CANARY"), "{e}");
         assert!(!out.exists(), "{word}: a bundle was written");
     }
+}
+
+/// A real capture (the wire fixture: 699 frames of the RTO suite's `mainline` client)
+/// planted in the private run as client-a's, its first iteration's window the whole
+/// file: `(run folder, cache, the capture's bytes)`.
+fn private_run_with_capture(tmp: &Path) -> (PathBuf, Cache, Vec<u8>) {
+    let (dir, cache) = private_run(tmp);
+    let pcap =
+        std::fs::read(support::repo_root().join("runner/tests/fixtures/wire/nfs-udp-rto-carryover-mainline.pcap"))
+            .unwrap();
+    std::fs::write(dir.join("vms/client-a/capture.pcap"), &pcap).unwrap();
+    let path = dir.join("run.json");
+    let mut run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let vm = run["vms"].as_array_mut().unwrap().iter_mut().find(|v| v["name"] == "client-a").unwrap();
+    vm["capture"] = serde_json::json!({"file": "vms/client-a/capture.pcap", "bytes": pcap.len(),
+        "max_bytes": 67108864, "measured_only": true});
+    vm["steps"][0]["capture_bytes"] = serde_json::json!([24, pcap.len()]);
+    std::fs::write(&path, serde_json::to_string_pretty(&run).unwrap()).unwrap();
+    // results.json with the iteration's wire counters, as a run would have written it.
+    analyse_dir(&dir).unwrap();
+    (dir, cache, pcap)
+}
+
+/// A packet capture goes into a bundle byte for byte (never through the text
+/// redaction the run's other files get), with its size in the MANIFEST; read back,
+/// `analyse` derives the same wire counters from it, `compare` finds the bundle equal
+/// to its run, and `vmrepro wire` prints the same. A changed size line is damage.
+#[test]
+fn a_capture_goes_into_a_bundle_byte_for_byte_and_reads_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, cache, pcap) = private_run_with_capture(tmp.path());
+    let wire_here =
+        analyse_dir(&dir).unwrap().results.measurements[0].vm("client-a").unwrap().iterations[0].wire.clone();
+    assert_eq!(wire_here["wire.rpc.calls"], 128.0, "{wire_here:?}");
+    assert_eq!(wire_here["wire.rpc.retransmissions"], 64.0, "{wire_here:?}");
+    let (out, ex) = bundled(tmp.path(), &dir, cache, "b.tar.zst");
+    let carried = ex.top.join("run/vms/client-a/capture.pcap");
+    assert!(std::fs::read(&carried).unwrap() == pcap, "the capture is carried byte for byte");
+    let manifest = std::fs::read_to_string(ex.top.join("MANIFEST")).unwrap();
+    let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&pcap));
+    let lines = format!("# bytes {} run/vms/client-a/capture.pcap\n{sha}  run/vms/client-a/capture.pcap\n", pcap.len());
+    assert!(manifest.contains(&lines), "{manifest}");
+    // analyse from the bundle: the same wire counters, from the bundled capture.
+    let there = analyse_dir(&ex.top.join("run")).unwrap();
+    assert_eq!(there.results.measurements[0].vm("client-a").unwrap().iterations[0].wire, wire_here);
+    let budget = vmrepro::publish::bundle::Budget::default();
+    let (d, _) = compare(&open(&dir, &budget).unwrap(), &open(&out, &budget).unwrap());
+    assert!(d.agrees(), "{}", d.text);
+    let wire = |run: &Path| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_vmrepro"))
+            .arg("wire")
+            .arg(run)
+            .arg("client-a")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let printed = wire(&dir);
+    assert!(printed.contains("client-a: 699 frames, 128 RPC calls"), "{printed}");
+    assert_eq!(wire(&ex.top.join("run")), printed);
+    // A size that is not the file's is damage.
+    let bad = manifest.replace(&format!("# bytes {} ", pcap.len()), &format!("# bytes {} ", pcap.len() - 1));
+    std::fs::write(ex.top.join("MANIFEST"), bad).unwrap();
+    let e = verify(&ex.top).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("run/vms/client-a/capture.pcap: {} bytes, MANIFEST line", pcap.len()))
+            && e.contains("damaged"),
+        "{e}"
+    );
+}
+
+/// A capture that holds the host name (a frame's bytes here) can't be redacted
+/// without changing the evidence: `bundle` refuses it, naming the file and the byte,
+/// and writes nothing.
+#[test]
+fn a_capture_holding_the_host_name_is_refused_not_redacted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, cache, mut pcap) = private_run_with_capture(tmp.path());
+    let at = pcap.len() - 40;
+    pcap[at..at + HOST.len() + 2].copy_from_slice(format!(" {HOST} ").as_bytes());
+    std::fs::write(dir.join("vms/client-a/capture.pcap"), &pcap).unwrap();
+    let out = tmp.path().join("b.tar.gz");
+    let e = bundle(&dir, &out, &BundleOptions { with_images: false, cache, identity: identity(), images: None })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("vms/client-a/capture.pcap") && e.contains(&format!("byte {}", at + 1)) && e.contains("$HOSTNAME"),
+        "{e}"
+    );
+    assert!(!out.exists());
+}
+
+/// The bundle reads a capture up to the size `vmrepro wire` and `analyse` read
+/// (1 GiB), which is also what `replay` and `compare` unpack by default, and the
+/// largest `network.capture_max_bytes`: a capture over it (sparse here: nothing is
+/// read) is refused by name, and nothing is written.
+#[test]
+fn bundle_reads_a_capture_up_to_the_capture_cap() {
+    use vmrepro::wire::pcap::MAX_CAPTURE_BYTES;
+    // (That the three agree is checked when vmrepro compiles: runner/src/publish/archive.rs.)
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, cache, _) = private_run_with_capture(tmp.path());
+    let f = std::fs::File::create(dir.join("vms/client-a/capture.pcap")).unwrap();
+    f.set_len(MAX_CAPTURE_BYTES + 1).unwrap();
+    let out = tmp.path().join("b.tar.gz");
+    let e = bundle(&dir, &out, &BundleOptions { with_images: false, cache, identity: identity(), images: None })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("vms/client-a/capture.pcap") && e.contains(&format!("larger than {MAX_CAPTURE_BYTES} bytes")),
+        "{e}"
+    );
+    assert!(!out.exists());
 }

@@ -139,6 +139,9 @@ fn run_suite(path: &Path) -> TestResult {
     );
     let analysis = vmrepro::analyse::analyse_dir(&outcome.dir)?;
     eprintln!("{}", vmrepro::report::tables(&analysis));
+    // Issue 28: each capture against the client's own counters (support::wire_check),
+    // before the snapshot, so that a run whose counts moved still says how they add up.
+    support::wire_check::wire_against_counters(&analysis);
     let normalised = vmrepro::report::snapshot::normalise(&analysis)?;
     let snap_path = root.join("snapshots").join(format!("{}__result.snap", plan.suite));
     let changes = explain_changes(&snap_path, &serde_yaml::to_value(&normalised)?);
@@ -161,42 +164,7 @@ fn run_suite(path: &Path) -> TestResult {
     );
     let problems = analysis.results.problems();
     assert!(problems.is_empty(), "suite {} result checks failed:\n{}", plan.suite, problems.join("\n"));
-    wire_against_counters(&plan.suite, &analysis);
     Ok(())
-}
-
-/// Issue 28's cross-check, on every captured iteration that also has the kernel's
-/// counters: the capture (the whole step, mount to unmount, at the VM's QEMU netdev)
-/// holds every RPC retransmission `nfsstat -rc` counted over the measured command, and
-/// it shows replies that lost a fragment exactly when the client counted IP reassembly
-/// failures (`netstat -s`, ReasmFails). Measured on nfs-udp-rto-carryover, one read:
-/// wire 264 retransmissions (READ 260, as mountstats says; ACCESS, LOOKUP, PATHCONF and
-/// a PORTMAP call 1 each, the last two while mounting) against nfsstat's 262, and 257
-/// datagrams with a missing fragment, on both kernels.
-fn wire_against_counters(suite: &str, a: &vmrepro::analyse::Analysis) {
-    for m in &a.results.measurements {
-        for v in &m.vms {
-            for i in v.iterations.iter().filter(|i| i.counted && !i.wire.is_empty()) {
-                let at = format!("suite {suite}, {} {}", v.vm, i.step);
-                let wire = |k: &str| i.wire.get(k).copied().unwrap_or_else(|| panic!("{at}: no {k}"));
-                if let Some(Some(nfsstat)) = i.metrics.get("rpc_retransmissions") {
-                    let seen = wire("wire.rpc.retransmissions");
-                    assert!(
-                        seen >= *nfsstat as f64,
-                        "{at}: the capture shows {seen} RPC retransmissions, nfsstat counted {nfsstat}"
-                    );
-                }
-                if let Some(Some(fails)) = i.metrics.get("ip_reassembly_failures") {
-                    let lost = wire("wire.ip.lost_fragment_datagrams");
-                    assert_eq!(
-                        lost > 0.0,
-                        *fails > 0,
-                        "{at}: {lost} datagrams lost a fragment on the wire, ReasmFails moved by {fails}"
-                    );
-                }
-            }
-        }
-    }
 }
 
 /// The differences between the stored snapshot and this run, one line each, in the

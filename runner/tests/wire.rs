@@ -279,7 +279,8 @@ fn tshark_counts_the_same_calls_replies_and_retransmissions() {
 #[test]
 fn the_timeline_of_the_synthetic_capture() {
     let (_run, v) = read_as_run(&synthetic());
-    let svg = vmrepro::report::published::wire::timeline_svg_to(&v, 0.0);
+    let panel = vmrepro::report::published::wire::Panel { vm: &v.vm, summary: &v.summary };
+    let svg = vmrepro::report::published::wire::timeline_svg("synthetic, iteration 1", &[panel]);
     assert!(roxmltree_ok(&svg), "the timeline is well-formed XML");
     support::snapshot_settings().bind(|| insta::assert_snapshot!("wire__timeline", svg));
 }

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::bundle::{io, BundleError, BundleInfo, Entry, BUNDLE_FILE, BUNDLE_SCHEMA, MANIFEST_FILE, MTIME};
+use super::bundle::{
+    io, BundleError, BundleInfo, Entry, BUNDLE_FILE, BUNDLE_SCHEMA, MANIFEST_FILE, MANIFEST_SIZE, MTIME,
+};
 use crate::path_io::{check_relative, FileError, Folder, Kind};
 use crate::run::record::{read_json_in, RunDirError};
 
@@ -473,7 +475,26 @@ pub fn verify(top: &Path) -> Result<BundleInfo, BundleError> {
         Err(e) => return Err(bad(format!("MANIFEST: {e}"))),
     };
     let mut listed = BTreeMap::new();
+    // `# bytes SIZE PATH` lines (packet captures): checked once every file is listed.
+    let mut sizes: BTreeMap<String, (usize, u64)> = BTreeMap::new();
     for (n, line) in manifest.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        if line.starts_with('#') {
+            let (size, path) = line
+                .strip_prefix(MANIFEST_SIZE)
+                .and_then(|r| r.strip_prefix(' '))
+                .and_then(|r| r.split_once(' '))
+                .and_then(|(size, path)| Some((size.parse::<u64>().ok()?, path)))
+                .ok_or_else(|| {
+                    bad(format!("MANIFEST line {}: {line:?} is not \"{MANIFEST_SIZE} SIZE PATH\"", n + 1))
+                })?;
+            if let Some((first, _)) = sizes.insert(path.to_string(), (n + 1, size)) {
+                return Err(bad(format!(
+                    "MANIFEST line {} gives the size of {path} again (first on line {first})",
+                    n + 1
+                )));
+            }
+            continue;
+        }
         let (sum, path) = line
             .split_once("  ")
             .ok_or_else(|| bad(format!("MANIFEST line {}: {line:?} is not \"SHA256  PATH\"", n + 1)))?;
@@ -491,6 +512,19 @@ pub fn verify(top: &Path) -> Result<BundleInfo, BundleError> {
             return Err(bad(format!("{path}: SHA-256 {got}, MANIFEST says {sum}: the bundle is damaged")));
         }
         listed.insert(path.to_string(), n + 1);
+    }
+    for (path, (line, size)) in &sizes {
+        if !listed.contains_key(path) {
+            return Err(bad(format!("MANIFEST line {line} gives the size of {path}, which it does not list")));
+        }
+        // (Its SHA-256 was read above: it is a regular file.)
+        if let Ok(Some(Kind::File(got))) = folder.kind(path) {
+            if got != *size {
+                return Err(bad(format!(
+                    "{path}: {got} bytes, MANIFEST line {line} says {size}: the bundle is damaged"
+                )));
+            }
+        }
     }
     for (rel, kind) in folder.walk().map_err(|e| bad(e.to_string()))? {
         match kind {
@@ -525,6 +559,12 @@ pub fn verify(top: &Path) -> Result<BundleInfo, BundleError> {
     }
     Ok(info)
 }
+
+// A packet capture is read up to the same size everywhere: by `bundle`, by `vmrepro
+// wire` and `analyse`, as the largest `network.capture_max_bytes`, and as one file of a
+// bundle `replay` and `compare` unpack by default.
+const _: () = assert!(Budget::DEFAULT_FILE_BYTES == crate::wire::pcap::MAX_CAPTURE_BYTES);
+const _: () = assert!(*crate::suite::validate::limits::CAPTURE_MAX_BYTES.end() == crate::wire::pcap::MAX_CAPTURE_BYTES);
 
 /// The cap on a bundle's `MANIFEST`, bytes.
 pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;

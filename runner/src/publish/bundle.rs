@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! BUNDLE.json              what the bundle holds (BundleInfo, schema 1)
-//! MANIFEST                 "<sha256>  <path>" of every other file (`sha256sum -c MANIFEST`)
+//! MANIFEST                 "<sha256>  <path>" of every other file (`sha256sum -c MANIFEST`),
+//!                          each packet capture's preceded by "# bytes <size> <path>"
 //! project/suites/<suite>.yaml   the suite, at its place in the project
 //! project/…                every file it references (fragments, patches, local kernels)
 //! project/images/kernels.yaml   the pinned entries it uses (and nothing else)
@@ -25,7 +26,12 @@
 //! rootfs recipe, overlay and `/init` are byte for byte the ones used: the rootfs cache
 //! key computed from them on replay is the same. Text copies are redacted
 //! ([`super::redact`]); serial consoles and QEMU's stderr over [`MAX_LOG_BYTES`] keep
-//! their head and tail with a note. Tar headers carry no owner, group or user name and
+//! their head and tail with a note. A packet capture (`run/vms/<vm>/capture.pcap`) is
+//! binary evidence: it is carried byte for byte (read up to
+//! [`crate::wire::pcap::MAX_CAPTURE_BYTES`], the size `vmrepro wire` and `analyse`
+//! read), never redacted, and refused, naming the byte, when it holds what redaction
+//! would replace (a host path, the host name, the user name); its size is in the
+//! MANIFEST. Tar headers carry no owner, group or user name and
 //! a fixed time, so bundling the same run twice gives the same archive contents.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,6 +59,9 @@ pub const BUNDLE_SCHEMA: u32 = 1;
 pub const BUNDLE_FILE: &str = "BUNDLE.json";
 /// Name of the checksum list.
 pub const MANIFEST_FILE: &str = "MANIFEST";
+/// What starts a MANIFEST line giving a file's size: `# bytes <size> <path>` (only
+/// packet captures have one).
+pub const MANIFEST_SIZE: &str = "# bytes";
 /// Serial consoles and QEMU stderr larger than this are cut (head and tail kept).
 pub const MAX_LOG_BYTES: usize = 256 * 1024;
 /// The time in every tar header (2024-01-01T00:00:00Z).
@@ -442,7 +451,7 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
         Entry { data: pinned_entries(&catalog, &plan)?.into_bytes(), mode: 0o644 },
     );
 
-    let cut_logs = add_run_folder(&mut entries, &run_folder, run_dir, &redactor)?;
+    let RunFiles { cut_logs, captures } = add_run_folder(&mut entries, &run_folder, run_dir, &redactor)?;
     let (packages, kernels) =
         if opts.with_images { add_kernels(&mut entries, &plan, &opts.cache)? } else { (Vec::new(), Vec::new()) };
 
@@ -486,7 +495,7 @@ pub fn bundle(run_dir: &Path, out: &Path, opts: &BundleOptions) -> Result<Bundle
             .map(|w| format!("{w:?} (the host or user name) is shorter than {} characters and was not replaced: it can't be told apart from ordinary words", super::redact::MIN_WORD))
             .collect(),
     };
-    add_description(&mut entries, &info, &redactor);
+    add_description(&mut entries, &info, &redactor, &captures);
 
     let top = published::default_bundle_name(&plan.suite, run_dir).trim_end_matches(".tar.gz").to_string();
     let unpacked_bytes = entries.values().map(|e| e.data.len() as u64).sum();
@@ -635,23 +644,58 @@ impl Project<'_> {
     }
 }
 
+/// Whether `rel` (a path in a run folder) is a VM's packet capture,
+/// `vms/<vm>/capture.pcap`: by its place, never by what `run.json` says (a crafted
+/// `run.json` could name any file).
+fn is_capture(rel: &str) -> bool {
+    let parts: Vec<&str> = rel.split('/').collect();
+    matches!(parts.as_slice(), ["vms", vm, f] if !vm.is_empty() && *f == crate::wire::run_dir::CAPTURE_FILE)
+}
+
+/// What [`add_run_folder`] says of the files it added.
+struct RunFiles {
+    /// The bundle paths of the logs that were cut.
+    cut_logs: Vec<String>,
+    /// The bundle paths of the packet captures, with their sizes (bytes).
+    captures: Vec<(String, u64)>,
+}
+
 /// Adds the run folder's files under `run/`, redacted, with serial consoles and QEMU's
-/// stderr cut to [`MAX_LOG_BYTES`]; returns the bundle paths of the logs that were cut.
+/// stderr cut to [`MAX_LOG_BYTES`], and packet captures byte for byte (see the module
+/// docs).
 ///
 /// Errors: [`BundleError::Format`] when the confined layer refuses a walk or a read (a
-/// link made since [`open_run_folder`], a file over [`MAX_OUTPUT_BYTES`]).
+/// link made since [`open_run_folder`], a file over [`MAX_OUTPUT_BYTES`], a capture
+/// over [`crate::wire::pcap::MAX_CAPTURE_BYTES`]), or a capture holds what redaction
+/// replaces.
 fn add_run_folder(
     entries: &mut Entries,
     run_folder: &Folder,
     run_dir: &Path,
     redactor: &Redactor,
-) -> Result<Vec<String>, BundleError> {
+) -> Result<RunFiles, BundleError> {
     let mut cut_logs = Vec::new();
+    let mut captures = Vec::new();
     // Through the confined layer: nothing is followed, every read is bounded.
     let refused = |message: String| BundleError::Format { path: run_dir.to_path_buf(), message };
     for (rel, kind) in run_folder.walk().map_err(|e| refused(e.to_string()))? {
         // (Links were refused above; one made since is refused by the read.)
         if !matches!(kind, Kind::File(_)) || rel.ends_with(".tmp") {
+            continue;
+        }
+        if is_capture(&rel) {
+            let data =
+                run_folder.read(&rel, crate::wire::pcap::MAX_CAPTURE_BYTES).map_err(|e| refused(e.to_string()))?;
+            if let Some((at, placeholder)) = redactor.first_leak(&data) {
+                return Err(BundleError::Format {
+                    path: run_dir.join(&rel),
+                    message: format!(
+                        "byte {at} holds what a bundle replaces with {placeholder} in text files (a host path, the host name or the user name); a packet capture is carried byte for byte, never redacted, so it can't go into a bundle: remove it from a copy of the run folder and bundle that"
+                    ),
+                });
+            }
+            captures.push((format!("run/{rel}"), data.len() as u64));
+            entries.insert(format!("run/{rel}"), Entry { data, mode: 0o644 });
             continue;
         }
         let mut data = run_folder.read(&rel, MAX_OUTPUT_BYTES).map_err(|e| refused(e.to_string()))?;
@@ -666,7 +710,7 @@ fn add_run_folder(
         let json = rel.ends_with(".json");
         entries.insert(format!("run/{rel}"), Entry { data: redactor.apply_file(&data, json), mode: 0o644 });
     }
-    Ok(cut_logs)
+    Ok(RunFiles { cut_logs, captures })
 }
 
 /// Adds the kernels themselves (`--with-images`), once per kernel label: pinned
@@ -719,12 +763,16 @@ fn add_kernels(
 }
 
 /// Adds `BUNDLE.json` (`info`, redacted) and then `MANIFEST`, the SHA-256 of every
-/// other entry.
-fn add_description(entries: &mut Entries, info: &BundleInfo, redactor: &Redactor) {
+/// other entry, each of the `captures` (bundle path, bytes) preceded by its size as
+/// `# bytes <size> <path>` (a comment to `sha256sum -c`, checked by [`super::archive::verify`]).
+fn add_description(entries: &mut Entries, info: &BundleInfo, redactor: &Redactor, captures: &[(String, u64)]) {
     let json = serde_json::to_string_pretty(info).expect("serializable") + "\n";
     entries.insert(BUNDLE_FILE.into(), Entry { data: redactor.apply(json.as_bytes()), mode: 0o644 });
-    let manifest: String =
-        entries.iter().map(|(k, e)| format!("{}  {k}\n", crate::infra::hash::sha256_hex(&e.data))).collect();
+    let size = |k: &str| captures.iter().find(|(p, _)| p == k).map(|(_, n)| format!("{MANIFEST_SIZE} {n} {k}\n"));
+    let manifest: String = entries
+        .iter()
+        .map(|(k, e)| format!("{}{}  {k}\n", size(k).unwrap_or_default(), crate::infra::hash::sha256_hex(&e.data)))
+        .collect();
     entries.insert(MANIFEST_FILE.into(), Entry { data: manifest.into_bytes(), mode: 0o644 });
 }
 

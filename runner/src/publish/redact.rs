@@ -158,17 +158,8 @@ impl Redactor {
     pub fn apply(&self, data: &[u8]) -> Vec<u8> {
         let mut cur = data.to_vec();
         for r in self.rules() {
-            let (from, to, word) = match &r {
-                Rule::Path { from, to } => (from, to, false),
-                Rule::Word { from, to } => (from, to, true),
-            };
-            cur = replace(&cur, from, to, |before, after| {
-                if word {
-                    !before.is_some_and(is_word_char) && !after.is_some_and(is_word_char)
-                } else {
-                    !after.is_some_and(is_path_char)
-                }
-            });
+            let (from, to, word) = r.parts();
+            cur = replace(&cur, from, to, |b, a| accepts(word, b, a));
         }
         cur
     }
@@ -177,29 +168,68 @@ impl Redactor {
     pub fn leaks(&self, data: &[u8]) -> bool {
         self.apply(data) != data
     }
+
+    /// The first place in `data` that a rule would replace: its byte offset and the
+    /// placeholder it would become (`$HOME`). For binary files, which are carried byte
+    /// for byte or not at all.
+    pub fn first_leak(&self, data: &[u8]) -> Option<(usize, String)> {
+        self.rules()
+            .iter()
+            .filter_map(|r| {
+                let (from, to, word) = r.parts();
+                let at = next_match(data, 0, from, &|b, a| accepts(word, b, a))?;
+                Some((at, String::from_utf8_lossy(to).into_owned()))
+            })
+            .min_by_key(|(at, _)| *at)
+    }
+}
+
+impl Rule {
+    /// What it replaces, with what, and whether it is a word (else a path).
+    fn parts(&self) -> (&[u8], &[u8], bool) {
+        match self {
+            Rule::Path { from, to } => (from, to, false),
+            Rule::Word { from, to } => (from, to, true),
+        }
+    }
+}
+
+/// Whether a match between the bytes `before` and `after` counts: a word's between
+/// characters that can't belong to a name, a path's where the path ends.
+fn accepts(word: bool, before: Option<u8>, after: Option<u8>) -> bool {
+    if word {
+        !before.is_some_and(is_word_char) && !after.is_some_and(is_word_char)
+    } else {
+        !after.is_some_and(is_path_char)
+    }
+}
+
+/// The first occurrence of `from` in `data` at or after `i` that `ok(byte before, byte
+/// after)` accepts.
+fn next_match(data: &[u8], mut i: usize, from: &[u8], ok: &impl Fn(Option<u8>, Option<u8>) -> bool) -> Option<usize> {
+    if from.is_empty() {
+        return None;
+    }
+    while i + from.len() <= data.len() {
+        if data[i..].starts_with(from) && ok(i.checked_sub(1).map(|j| data[j]), data.get(i + from.len()).copied()) {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
 }
 
 /// `data` with each occurrence of `from` that `ok(byte before, byte after)` accepts
 /// replaced by `to`.
 fn replace(data: &[u8], from: &[u8], to: &[u8], ok: impl Fn(Option<u8>, Option<u8>) -> bool) -> Vec<u8> {
-    if from.is_empty() || data.len() < from.len() {
-        return data.to_vec();
-    }
     let mut out = Vec::with_capacity(data.len());
     let mut i = 0;
-    while i < data.len() {
-        if data[i..].starts_with(from) {
-            let before = i.checked_sub(1).map(|j| data[j]);
-            let after = data.get(i + from.len()).copied();
-            if ok(before, after) {
-                out.extend_from_slice(to);
-                i += from.len();
-                continue;
-            }
-        }
-        out.push(data[i]);
-        i += 1;
+    while let Some(at) = next_match(data, i, from, &ok) {
+        out.extend_from_slice(&data[i..at]);
+        out.extend_from_slice(to);
+        i = at + from.len();
     }
+    out.extend_from_slice(&data[i..]);
     out
 }
 
@@ -221,6 +251,8 @@ mod tests {
         );
         assert!(r.leaks(b"see /home/ann"));
         assert!(!r.leaks(b"nothing here"));
+        assert_eq!(r.first_leak(b"\x00\x01box7\x00 /home/ann/.cache/vmrepro"), Some((2, "$HOSTNAME".into())));
+        assert_eq!(r.first_leak(b"/home/anna box77"), None);
     }
 
     #[test]

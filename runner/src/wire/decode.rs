@@ -57,10 +57,15 @@ pub struct LostDatagram {
     pub xid: Option<u32>,
     /// `true` when the first fragment carried an RPC reply.
     pub reply: bool,
-    /// Fragment count, when the last fragment arrived (it gives the total length).
+    /// Fragment count, when the last fragment arrived (it gives the total length) and
+    /// another one did (it gives the fragments' size).
     pub fragments: Option<u32>,
-    /// 0-based indices of the missing fragments; with `fragments` unknown, the last
-    /// index listed stands for "the last fragment and any before it not seen".
+    /// Whether the last fragment (the one with More Fragments clear) arrived.
+    pub last_seen: bool,
+    /// 0-based indices of the missing fragments; with `fragments` unknown and the last
+    /// fragment missing, the last index listed stands for "the last fragment and any
+    /// before it not seen"; empty when only the last fragment arrived (every fragment
+    /// before it is missing, how many is unknown).
     pub missing: Vec<u32>,
 }
 
@@ -139,7 +144,8 @@ impl Partial {
             xid,
             reply,
             fragments,
-            missing: (0..upto).filter(|i| !seen.contains(i)).collect(),
+            last_seen: self.total.is_some(),
+            missing: if size == 0 { vec![] } else { (0..upto).filter(|i| !seen.contains(i)).collect() },
         }
     }
 }

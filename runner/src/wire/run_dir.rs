@@ -45,6 +45,18 @@ pub struct VmWire {
 }
 
 /// Reads the capture of VM `vm`, or of every VM with one (sorted by name), from the run
+/// folder `run`, through the confined layer ([`Folder`]), summarised whole. See
+/// [`captures`] for what is refused.
+///
+/// Errors: [`WireError::NoCapture`], [`WireError::NoCaptures`], [`WireError::Pcap`].
+pub fn run_captures(run: &Path, vm: Option<&str>) -> Result<Vec<VmWire>, WireError> {
+    Ok(captures(run, vm)?
+        .into_iter()
+        .map(|(vm, c)| VmWire { summary: c.summary(), start_us: c.start_us(), vm })
+        .collect())
+}
+
+/// Reads the capture of VM `vm`, or of every VM with one (sorted by name), from the run
 /// folder `run`, through the confined layer ([`Folder`]). A VM name is a plain file
 /// name (the suite's VM names are). A capture that is a symbolic link, a named pipe or
 /// device, or larger than [`super::pcap::MAX_CAPTURE_BYTES`] is refused by name (never
@@ -52,7 +64,7 @@ pub struct VmWire {
 /// `vms/` that are not folders (links included: nothing is read through them).
 ///
 /// Errors: [`WireError::NoCapture`], [`WireError::NoCaptures`], [`WireError::Pcap`].
-pub fn run_captures(run: &Path, vm: Option<&str>) -> Result<Vec<VmWire>, WireError> {
+pub fn captures(run: &Path, vm: Option<&str>) -> Result<Vec<(String, Capture)>, WireError> {
     let folder = Folder::open(run).map_err(PcapError::from)?;
     let vms_ok = matches!(folder.kind("vms"), Ok(Some(Kind::Folder)));
     let capture = |v: &str| format!("vms/{v}/{CAPTURE_FILE}");
@@ -87,8 +99,7 @@ pub fn run_captures(run: &Path, vm: Option<&str>) -> Result<Vec<VmWire>, WireErr
         .into_iter()
         .map(|vm| {
             let frames = read_capture_in(&folder, &capture(&vm))?;
-            let start_us = frames.first().map_or(0, |f| f.time_us);
-            Ok(VmWire { summary: WireSummary::of(&decode(&frames), None), vm, start_us })
+            Ok((vm, Capture { frames }))
         })
         .collect()
 }
@@ -111,6 +122,16 @@ impl Capture {
             return Ok(None);
         }
         Ok(Some(Capture { frames: read_capture_in(&folder, &rel)? }))
+    }
+
+    /// The whole capture's summary.
+    pub fn summary(&self) -> WireSummary {
+        WireSummary::of(&decode(&self.frames), None)
+    }
+
+    /// Time of the first frame, microseconds since the epoch (0 for an empty capture).
+    pub fn start_us(&self) -> u64 {
+        self.frames.first().map_or(0, |f| f.time_us)
     }
 
     /// The summary of the frames whose records start in the bytes `[from, to)` of the

@@ -40,6 +40,8 @@ impl Quantiles {
 /// One row of the RPC table: one procedure (`NFSv3 READ`).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ProcedureRow {
+    /// Its RPC program (100003 NFS, 100005 MOUNT, 100000 PORTMAP, …).
+    pub program: u32,
     /// Distinct calls (XIDs).
     pub calls: u64,
     /// Sends after a call's first.
@@ -74,6 +76,8 @@ pub struct CallTimeline {
     pub xid: u32,
     /// The call's name.
     pub procedure: String,
+    /// Its RPC program (100003 NFS, …).
+    pub program: u32,
     /// Times sent, microseconds since the epoch.
     pub sends_us: Vec<u64>,
     /// Time of the first reply, if any.
@@ -151,6 +155,7 @@ impl WireSummary {
                             calls.push(CallTimeline {
                                 xid: e.xid,
                                 procedure: c.name(),
+                                program: c.program,
                                 sends_us: vec![e.time_us],
                                 reply_us: None,
                             });
@@ -165,27 +170,27 @@ impl WireSummary {
                 }
             }
         }
-        let mut procedures: BTreeMap<String, ProcedureRow> = BTreeMap::new();
-        let mut latencies: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-        for c in &calls {
-            let row = procedures.entry(c.procedure.clone()).or_default();
-            row.calls += 1;
-            row.retransmissions += c.sends_us.len() as u64 - 1;
-            if let Some(r) = c.reply_us {
-                row.replies += 1;
-                latencies.entry(c.procedure.clone()).or_default().push(r.saturating_sub(c.sends_us[0]));
-            }
-        }
-        for (name, l) in latencies {
-            procedures.get_mut(&name).expect("row").latency = Quantiles::of(&l);
-        }
         WireSummary {
             frames: d.frames,
-            procedures,
+            procedures: procedures(&calls),
             calls,
             waits,
             lost: d.lost.iter().filter(|l| inside(l.time_us)).cloned().collect(),
             tcp_resend_waits_us: d.tcp_resends.iter().filter(|r| inside(r.time_us)).map(|r| r.wait_us).collect(),
+        }
+    }
+
+    /// The summaries `parts` (of one VM's iterations, say) as one: their calls, waits,
+    /// lost datagrams and TCP resends together, the procedure table over all of them.
+    pub fn merge(parts: &[WireSummary]) -> WireSummary {
+        let calls: Vec<CallTimeline> = parts.iter().flat_map(|p| p.calls.iter().cloned()).collect();
+        WireSummary {
+            frames: parts.iter().map(|p| p.frames).sum(),
+            procedures: procedures(&calls),
+            calls,
+            waits: parts.iter().flat_map(|p| p.waits.iter().cloned()).collect(),
+            lost: parts.iter().flat_map(|p| p.lost.iter().cloned()).collect(),
+            tcp_resend_waits_us: parts.iter().flat_map(|p| p.tcp_resend_waits_us.iter().copied()).collect(),
         }
     }
 
@@ -228,6 +233,27 @@ impl WireSummary {
         ];
         COUNTERS.iter().copied().zip(values).collect()
     }
+}
+
+/// The procedure table of `calls`: per procedure name, its calls, retransmissions,
+/// replies and latencies.
+fn procedures(calls: &[CallTimeline]) -> BTreeMap<String, ProcedureRow> {
+    let mut procedures: BTreeMap<String, ProcedureRow> = BTreeMap::new();
+    let mut latencies: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for c in calls {
+        let row = procedures.entry(c.procedure.clone()).or_default();
+        row.program = c.program;
+        row.calls += 1;
+        row.retransmissions += c.sends_us.len() as u64 - 1;
+        if let Some(r) = c.reply_us {
+            row.replies += 1;
+            latencies.entry(c.procedure.clone()).or_default().push(r.saturating_sub(c.sends_us[0]));
+        }
+    }
+    for (name, l) in latencies {
+        procedures.get_mut(&name).expect("row").latency = Quantiles::of(&l);
+    }
+    procedures
 }
 
 #[cfg(test)]

@@ -13,9 +13,13 @@
 //! - [`Runner`]: `vmrepro run` as a child process, its progress lines timestamped;
 //! - [`Sandbox::assert_no_leftovers`]: the leftovers checker every test ends with;
 //! - [`MountNs`]: a private mount namespace (for a read-only or tiny cache folder);
-//! - [`FileServer`]: a one-file HTTP server standing in for the Debian archive.
+//! - [`FileServer`]: a one-file HTTP server standing in for the Debian archive;
+//!
+//! and [`wire_check`]: a capture against the client's own counters (issue 28).
 
 #![allow(dead_code)] // each test binary uses a subset
+
+pub mod wire_check;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};

@@ -170,14 +170,20 @@ pub fn document(a: &Analysis, env: Option<&Environment>, vms: &[PlanVm]) -> Docu
         Some(network_section(a, env, vms)),
         Some(differences_section(a, env, vms)),
         Some(comparison_section(a, env, vms)),
-        wire::wire_section(a),
+    ];
+    let after = [
         Some(problems_section(a, env, vms)),
         Some(reproduce_section(a, env, vms)),
         Some(appendix_section(a, env, vms)),
     ];
     Document {
         title: headline(&a.results.suite, &a.results.measurements),
-        sections: sections.into_iter().flatten().collect(),
+        sections: sections
+            .into_iter()
+            .flatten()
+            .chain(wire::wire_sections(a))
+            .chain(after.into_iter().flatten())
+            .collect(),
     }
 }
 
