@@ -11,8 +11,9 @@
 //! Its kernels (one per commit of the tree, all but the first from a few changed
 //! files, and the first mostly from the ccache the source-built 6.1 kernels filled)
 //! are built first under the suites' lock, like every suite's images; its runs then
-//! go beside the other suites, as the RTO suite's do: one NFS READ in flight through
-//! seeded loss waits on RPC timers, not on the CPU.
+//! go beside the other suites, as the RTO suite's do (one NFS READ in flight through
+//! seeded loss waits on RPC timers, not on the CPU), under the same second lock, so
+//! that its kernel builds never run beside the RTO suite's reads.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -107,6 +108,10 @@ pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
     let tree = tmp.join("tree");
+    // Beside the suites that run one at a time, one timer-bound trial at a time: the
+    // RTO suite's exact counts (its snapshot keeps its retransmissions) don't hold
+    // when kernels compile beside its reads.
+    let _beside = support::beside_lock();
     {
         // Like every suite's images: one build at a time, before any timed run.
         let _images = support::vm_lock();
