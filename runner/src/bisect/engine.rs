@@ -242,10 +242,34 @@ impl<J: Judge> Engine<'_, J> {
     /// Errors: the endpoints do not differ as they should (nothing to bisect), git
     /// fails, `bisect.json` disagrees with this search, or the judge's errors.
     pub async fn bisect(mut self) -> Result<Outcome, BisectError> {
-        let mut replay = 0usize;
-        let mut evaluations = Vec::new();
+        let mut runs = Runs::default();
         let q = self.state.question.clone();
-        let bad_end = self.evaluate(Role::BadEndpoint, &q.bad, q.max_runs, &mut replay).await?;
+        let direction = self.endpoints(&q, &mut runs).await?;
+        let (culprit, possible) = self.search(&q, direction, &mut runs).await?;
+        let verification = match &culprit {
+            Some(c) if q.verify > 0 => self.verify(c, q.verify, direction, &mut runs).await?,
+            _ => None,
+        };
+        let mut outcome = Outcome {
+            direction,
+            evaluations: runs.evaluations,
+            culprit,
+            possible,
+            verification,
+            agreeing: 0,
+            decided: 0,
+            confidence: None,
+        };
+        self.judge_confidence(&mut outcome)?;
+        Ok(outcome)
+    }
+
+    /// Runs the bad endpoint (its verdict is the direction that counts as bad), then
+    /// the good one (which must not show it); the direction.
+    ///
+    /// Errors: [`BisectError::Endpoints`] when they do not differ so.
+    async fn endpoints(&mut self, q: &super::state::Question, runs: &mut Runs) -> Result<Direction, BisectError> {
+        let bad_end = self.evaluate(Role::BadEndpoint, &q.bad, q.max_runs, runs).await?;
         let direction = match &bad_end.seen {
             Seen::Changed(d) => *d,
             other => {
@@ -262,111 +286,115 @@ impl<J: Judge> Engine<'_, J> {
                 )))
             }
         };
-        evaluations.push(Evaluation { mark: Some(Mark::Bad), ..bad_end });
-        let good_end = self.evaluate(Role::GoodEndpoint, &q.good, q.max_runs, &mut replay).await?;
-        match mark_of(&good_end.seen, direction) {
-            Mark::Good => {}
-            Mark::Bad => {
-                return Err(BisectError::Endpoints(format!(
-                    "the good commit {} ({}) is {} too ({}): give a --good commit that does not show the change",
-                    short(&q.good.commit),
-                    q.good.describe,
-                    direction.words(),
-                    good_end.words
-                )))
-            }
-            Mark::Skip => {
-                return Err(BisectError::Endpoints(format!(
-                    "the good commit {} ({}) can't be judged: {}",
-                    short(&q.good.commit),
-                    q.good.describe,
-                    good_end.words
-                )))
-            }
+        runs.evaluations.push(Evaluation { mark: Some(Mark::Bad), ..bad_end });
+        let good_end = self.evaluate(Role::GoodEndpoint, &q.good, q.max_runs, runs).await?;
+        let problem = match mark_of(&good_end.seen, direction) {
+            Mark::Good => None,
+            Mark::Bad => Some(format!(
+                "is {} too ({}): give a --good commit that does not show the change",
+                direction.words(),
+                good_end.words
+            )),
+            Mark::Skip => Some(format!("can't be judged: {}", good_end.words)),
+        };
+        if let Some(p) = problem {
+            return Err(BisectError::Endpoints(format!(
+                "the good commit {} ({}) {p}",
+                short(&q.good.commit),
+                q.good.describe
+            )));
         }
-        evaluations.push(Evaluation { mark: Some(Mark::Good), ..good_end });
+        runs.evaluations.push(Evaluation { mark: Some(Mark::Good), ..good_end });
+        Ok(direction)
+    }
 
+    /// The steps, until git's range holds no untested commit: the first bad commit,
+    /// or (only skipped commits left) none and the commits it is among.
+    ///
+    /// Errors: git's, and the judge's.
+    async fn search(
+        &mut self,
+        q: &super::state::Question,
+        direction: Direction,
+        runs: &mut Runs,
+    ) -> Result<(Option<TreeCommit>, Vec<TreeCommit>), BisectError> {
         let mut bad = q.bad.clone();
         let mut goods = vec![q.good.commit.clone()];
         let mut skipped: Vec<TreeCommit> = Vec::new();
-        let (culprit, possible) = loop {
+        loop {
             let left: Vec<String> = super::git::candidates(self.checkout, &bad.commit, &goods)
                 .map_err(BisectError::Git)?
                 .into_iter()
                 .filter(|c| *c != bad.commit)
                 .collect();
+            let skipped_left = skipped.iter().filter(|s| left.contains(&s.commit)).count();
             let Some(next) = left.iter().find(|c| !skipped.iter().any(|s| s.commit == **c)) else {
                 if left.is_empty() {
-                    break (Some(bad.clone()), Vec::new());
+                    return Ok((Some(bad), Vec::new()));
                 }
                 let mut possible: Vec<TreeCommit> =
                     skipped.iter().filter(|s| left.contains(&s.commit)).cloned().collect();
-                possible.push(bad.clone());
-                break (None, possible);
+                possible.push(bad);
+                return Ok((None, possible));
             };
             let commit = crate::infra::images::tree::resolve_rev(self.checkout, next).map_err(BisectError::Git)?;
             (self.say)(&format!(
                 "bisect: {} commit(s) left to test (roughly {} step(s)); next {} {:?}",
-                left.len() - skipped.iter().filter(|s| left.contains(&s.commit)).count(),
+                left.len() - skipped_left,
                 super::git::steps_left(left.len() + 1),
                 short(&commit.commit),
                 commit.subject
             ));
-            let e = self.evaluate(Role::Step, &commit, q.max_runs, &mut replay).await?;
+            let e = self.evaluate(Role::Step, &commit, q.max_runs, runs).await?;
             let mark = mark_of(&e.seen, direction);
             match mark {
                 Mark::Bad => bad = commit.clone(),
                 Mark::Good => goods.push(commit.commit.clone()),
                 Mark::Skip => skipped.push(commit.clone()),
             }
-            evaluations.push(Evaluation { mark: Some(mark), ..e });
-        };
-
-        let mut verification = None;
-        if let Some(c) = &culprit {
-            if q.verify > 0 {
-                let parent = super::git::first_parent(self.checkout, &c.commit).map_err(BisectError::Git)?;
-                if let Some(parent) = parent {
-                    let mut v = Verification {
-                        runs: q.verify,
-                        parent: parent.clone(),
-                        culprit_as_expected: 0,
-                        culprit_contrary: 0,
-                        parent_as_expected: 0,
-                        parent_contrary: 0,
-                    };
-                    for _ in 0..q.verify {
-                        let p = self.evaluate(Role::VerifyParent, &parent, 1, &mut replay).await?;
-                        match mark_of(&p.seen, direction) {
-                            Mark::Good => v.parent_as_expected += 1,
-                            Mark::Bad => v.parent_contrary += 1,
-                            Mark::Skip => {}
-                        }
-                        evaluations.push(p);
-                        let k = self.evaluate(Role::VerifyCulprit, c, 1, &mut replay).await?;
-                        match mark_of(&k.seen, direction) {
-                            Mark::Bad => v.culprit_as_expected += 1,
-                            Mark::Good => v.culprit_contrary += 1,
-                            Mark::Skip => {}
-                        }
-                        evaluations.push(k);
-                    }
-                    verification = Some(v);
-                }
-            }
+            runs.evaluations.push(Evaluation { mark: Some(mark), ..e });
         }
-        let mut outcome = Outcome {
-            direction,
-            evaluations,
-            culprit,
-            possible,
-            verification,
-            agreeing: 0,
-            decided: 0,
-            confidence: None,
+    }
+
+    /// Runs `culprit`'s first parent and `culprit` `n` times each, alternately, each run
+    /// judged alone; `None` for a root commit (no parent to compare).
+    ///
+    /// Errors: git's, and the judge's.
+    async fn verify(
+        &mut self,
+        culprit: &TreeCommit,
+        n: u32,
+        direction: Direction,
+        runs: &mut Runs,
+    ) -> Result<Option<Verification>, BisectError> {
+        let Some(parent) = super::git::first_parent(self.checkout, &culprit.commit).map_err(BisectError::Git)? else {
+            return Ok(None);
         };
-        self.judge_confidence(&mut outcome)?;
-        Ok(outcome)
+        let mut v = Verification {
+            runs: n,
+            parent: parent.clone(),
+            culprit_as_expected: 0,
+            culprit_contrary: 0,
+            parent_as_expected: 0,
+            parent_contrary: 0,
+        };
+        for _ in 0..n {
+            let p = self.evaluate(Role::VerifyParent, &parent, 1, runs).await?;
+            match mark_of(&p.seen, direction) {
+                Mark::Good => v.parent_as_expected += 1,
+                Mark::Bad => v.parent_contrary += 1,
+                Mark::Skip => {}
+            }
+            runs.evaluations.push(p);
+            let k = self.evaluate(Role::VerifyCulprit, culprit, 1, runs).await?;
+            match mark_of(&k.seen, direction) {
+                Mark::Bad => v.culprit_as_expected += 1,
+                Mark::Good => v.culprit_contrary += 1,
+                Mark::Skip => {}
+            }
+            runs.evaluations.push(k);
+        }
+        Ok(Some(v))
     }
 
     /// Counts the runs that agree with the culprit and sets the confidence.
@@ -402,14 +430,14 @@ impl<J: Judge> Engine<'_, J> {
         role: Role,
         commit: &TreeCommit,
         max_runs: u32,
-        replay: &mut usize,
+        runs: &mut Runs,
     ) -> Result<Evaluation, BisectError> {
         let policy = VerdictPolicy { looks: self.policy.looks.max(max_runs), ..self.policy };
         let (mut candidate, mut baseline) = (Vec::new(), Vec::new());
-        let mut runs = Vec::new();
+        let mut folders = Vec::new();
         for attempt in 1..=max_runs.max(1) {
-            let (judgement, run_dir) = self.run(role, commit, replay).await?;
-            runs.extend(run_dir);
+            let (judgement, run_dir) = self.run(role, commit, &mut runs.next_run).await?;
+            folders.extend(run_dir);
             let (seen, words, comparison) = match judgement {
                 Judgement::Measured { candidate: c, baseline: b } => {
                     candidate.extend(c);
@@ -457,7 +485,7 @@ impl<J: Judge> Engine<'_, J> {
                     median: median(&candidate),
                     baseline_median: median(&baseline),
                     mark: None,
-                    runs,
+                    runs: folders,
                 };
                 (self.say)(&format!(
                     "bisect: {} {} ({}): {}{}",
@@ -524,6 +552,14 @@ impl<J: Judge> Engine<'_, J> {
         self.state.write(self.dir)?;
         Ok((judgement, ran.then_some(rel)))
     }
+}
+
+/// What a bisect has done so far: its evaluations, and the index in `bisect.json` of
+/// its next run (a recorded run at that index is replayed, not run).
+#[derive(Debug, Default)]
+struct Runs {
+    evaluations: Vec<Evaluation>,
+    next_run: usize,
 }
 
 /// What `seen` makes of a commit when the bad direction is `direction`.
