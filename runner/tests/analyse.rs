@@ -250,28 +250,68 @@ fn synthetic_run_in(network: &str, extra: &str, ends: &[(&str, &str, Option<i64>
     let suite = format!(
         "name: outcomes\nnetwork: {network}\nvms:\n  - {{ name: old, kernel: {{ debian: \"5.10\" }}, address: 10.90.0.2 }}\n  - {{ name: new, kernel: {{ debian: \"6.12\" }}, address: 10.90.0.3 }}\nmeasure:\n  - name: mount\n    on: [old, new]\n    repeat: 1\n    run: mount -t nfs -o proto=udp 10.90.0.9:/srv/export /mnt\n    {extra}\n"
     );
+    run_of_plan(&suite, "passed", |vm, _| {
+        ends.iter().find(|(v, ..)| *v == vm).map(|(_, status, exit_code, stdout)| End::new(status, *exit_code, stdout))
+    })
+}
+
+/// How one step of a built run folder ended: its status, exit code, stdout and error.
+struct End {
+    status: String,
+    exit_code: Option<i64>,
+    stdout: String,
+    error: Option<String>,
+}
+
+impl End {
+    fn new(status: &str, exit_code: Option<i64>, stdout: &str) -> End {
+        End { status: status.into(), exit_code, stdout: stdout.into(), error: None }
+    }
+}
+
+/// A run folder of suite `suite` (YAML text), built from the suite's real compiled plan:
+/// each step of the plan for which `end(vm, step)` says how it ended is a step of
+/// `run.json` in the runner's format (its kind and fields as the plan has them, its
+/// stdout in `vms/VM/NN-STEP.stdout`); `status` is the run's. Only the analysis reads
+/// it: no VM is involved.
+fn run_of_plan(suite: &str, status: &str, end: impl Fn(&str, &str) -> Option<End>) -> tempfile::TempDir {
     let root = support::repo_root();
-    let file = vmrepro::schema::load::parse_suite(&root.join("suites/outcomes.yaml"), suite).expect("suite");
+    let file =
+        vmrepro::schema::load::parse_suite(&root.join("suites/outcomes.yaml"), suite.to_string()).expect("suite");
     let catalog = vmrepro::infra::images::Catalog::load(&root.join("images")).expect("images/");
     let plan = vmrepro::suite::compile(&file, &catalog).expect("compiles");
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("plan.json"), serde_json::to_string(&plan).unwrap()).unwrap();
+    let plan = serde_json::to_value(&plan).unwrap();
+    std::fs::write(dir.path().join("plan.json"), plan.to_string()).unwrap();
     let mut vms = Vec::new();
-    for (vm, status, exit_code, stdout) in ends {
-        let rel = format!("vms/{vm}/01-mount-1.stdout");
-        std::fs::create_dir_all(dir.path().join(format!("vms/{vm}"))).unwrap();
-        std::fs::write(dir.path().join(&rel), stdout).unwrap();
+    for vp in plan["vms"].as_array().unwrap() {
+        let vm = vp["name"].as_str().unwrap();
+        let mut steps = Vec::new();
+        for (i, sp) in vp["steps"].as_array().unwrap().iter().enumerate() {
+            let name = sp["name"].as_str().unwrap();
+            let Some(e) = end(vm, name) else { continue };
+            let rel = format!("vms/{vm}/{:02}-{name}.stdout", i + 1);
+            std::fs::create_dir_all(dir.path().join(format!("vms/{vm}"))).unwrap();
+            std::fs::write(dir.path().join(&rel), &e.stdout).unwrap();
+            let mut step = serde_json::json!({
+                "name": name, "status": e.status, "exit_code": e.exit_code, "signal": null, "expect_exit": 0,
+                "duration_s": 1.0, "stdout": rel, "stderr": null, "error": e.error, "snapshot": false
+            });
+            for k in ["kind", "measurement", "iteration", "warmup", "when", "action", "round"] {
+                if let Some(v) = sp.get(k) {
+                    step[k] = v.clone();
+                }
+            }
+            steps.push(step);
+        }
         vms.push(serde_json::json!({
             "name": vm, "kernel": "k", "kernel_release": format!("{vm}-release"), "address": "", "mac": "", "tap": "",
             "accel": "tcg", "pid": null, "boot_s": 1.0, "ending": "quit", "console_log": "", "qemu_cmdline": "",
-            "clock": null,
-            "steps": [{ "name": "mount-1", "kind": "measure", "measurement": "mount", "iteration": 1, "warmup": false,
-                        "status": status, "exit_code": exit_code, "signal": null, "expect_exit": 0, "duration_s": 1.0,
-                        "stdout": rel, "stderr": null, "error": null, "snapshot": false }]
+            "clock": null, "steps": steps
         }));
     }
     let run = serde_json::json!({
-        "schema": 2, "suite": "outcomes", "suite_file": "suites/outcomes.yaml", "started": "", "status": "passed",
+        "schema": 2, "suite": plan["suite"], "suite_file": "suites/outcomes.yaml", "started": "", "status": status,
         "error": null, "accel": "tcg", "accel_notice": null, "subnet": "10.90.0.0/24", "mtu": 1500, "temp_dir": null,
         "network_namespace": null, "images": [],
         "timings": { "images_s": 0.0, "boot_s": 0.0, "steps_s": 0.0, "teardown_s": 0.0, "total_s": 0.0 }, "vms": vms
@@ -283,9 +323,14 @@ fn synthetic_run_in(network: &str, extra: &str, ends: &[(&str, &str, Option<i64>
 /// What the iteration script prints when `run` exited with `status` (GNU time 1.9;
 /// without `uname`: the kernel release then comes from `run.json`).
 fn ran(status: i32) -> String {
+    ran_for(status, 0.05)
+}
+
+/// As [`ran`], with GNU time's elapsed `elapsed_s` (under a minute, 10 ms resolution).
+fn ran_for(status: i32, elapsed_s: f64) -> String {
     let m = vmrepro::measure::script::SECTION_MARKER;
     let exited = if status == 0 { String::new() } else { format!("Command exited with non-zero status {status}\n") };
-    format!("{m}time\n{exited}0.00user 0.01system 0:00.05elapsed 20%CPU (0avgtext+0avgdata 2048maxresident)k\n0inputs+0outputs (0major+90minor)pagefaults 0swaps\n")
+    format!("{m}time\n{exited}0.00user 0.01system 0:{elapsed_s:05.2}elapsed 20%CPU (0avgtext+0avgdata 2048maxresident)k\n0inputs+0outputs (0major+90minor)pagefaults 0swaps\n")
 }
 
 /// An Ethernet/IPv4/UDP frame from `src` port 800 to `dst` port 2049 (or back, for a
@@ -751,4 +796,160 @@ fn the_wire_section_says_what_each_capture_holds() {
         ),
         "{whole:?}"
     );
+}
+
+/// `baseline: {axis, value}`: each group of variants is compared with its own group's
+/// baseline, not with one baseline for all. Loaded against idle on two kernels, timed
+/// so that the answers differ: on 5.10 the loaded client takes twice as long as its idle
+/// one, on 6.12 as long as its idle one, which itself takes four times as long as 5.10's
+/// (so against 5.10's idle client every 6.12 client would be `slower`).
+#[test]
+fn each_group_of_variants_is_compared_with_its_own_baseline() {
+    let suite = "name: groups\nnetwork: { subnet: 10.90.0.0/24 }\nvms:\n  - name: client\n    kernel: { debian: \"6.1\" }\n    address: 10.90.0.10\n    variants:\n      kernel: { v5-10: { debian: \"5.10\" }, v6-12: { debian: \"6.12\" } }\n      env.LOAD: { idle: \"0\", busy: \"2\" }\nmeasure:\n  - name: write\n    on: [client]\n    baseline: { axis: env.LOAD, value: idle }\n    repeat: 3\n    verdict: { rule: ranges }\n    run: dd if=/dev/zero of=/tmp/f bs=1M count=32 conv=fsync\n";
+    let times: [(&str, [f64; 3]); 4] = [
+        ("client-v5-10-idle", [1.00, 1.05, 1.10]),
+        ("client-v5-10-busy", [2.00, 2.10, 2.20]),
+        ("client-v6-12-idle", [4.00, 4.20, 4.40]),
+        ("client-v6-12-busy", [4.10, 4.20, 4.30]),
+    ];
+    let dir = run_of_plan(suite, "passed", |vm, step| {
+        let (_, t) = times.iter().find(|(v, _)| *v == vm)?;
+        let n: usize = step.strip_prefix("write-")?.parse().ok()?;
+        Some(End::new("passed", Some(0), &ran_for(0, t[n - 1])))
+    });
+    let a = analyse_dir(dir.path()).expect("analyse");
+    let r = &a.results.measurements[0];
+    assert_eq!(r.problems, Vec::<String>::new());
+    let vms: Vec<&str> = r.vms.iter().map(|v| v.vm.as_str()).collect();
+    assert_eq!(vms, times.iter().map(|(v, _)| *v).collect::<Vec<_>>(), "every variant measured");
+    let groups: Vec<(&str, &str, Vec<&str>)> = r
+        .groups
+        .iter()
+        .map(|g| (g.name.as_str(), g.baseline.as_str(), g.vms.iter().map(String::as_str).collect()))
+        .collect();
+    assert_eq!(
+        groups,
+        vec![
+            ("client-v5-10", "client-v5-10-idle", vec!["client-v5-10-idle", "client-v5-10-busy"]),
+            ("client-v6-12", "client-v6-12-idle", vec!["client-v6-12-idle", "client-v6-12-busy"]),
+        ]
+    );
+    let got = |vm: &str| {
+        let v = r.vm(vm).unwrap();
+        (v.ratio_to_baseline.map(|x| (x * 100.0).round() / 100.0), v.verdict.clone())
+    };
+    // Each idle client is a baseline (its own ratio 1, no verdict); each loaded client
+    // has its ratio to, and verdict against, the idle client of its kernel.
+    assert_eq!(got("client-v5-10-idle"), (Some(1.0), None));
+    assert_eq!(
+        got("client-v6-12-idle"),
+        (Some(1.0), None),
+        "6.12's idle client is a baseline, not compared with 5.10's"
+    );
+    let (ratio, verdict) = got("client-v5-10-busy");
+    assert_eq!(ratio, Some(2.0));
+    assert!(verdict.as_deref().is_some_and(|v| v.starts_with("slower")), "{verdict:?}");
+    assert_eq!(got("client-v6-12-busy"), (Some(1.0), Some("same".to_string())));
+
+    // The table: one heading per group, the rows of its VMs under it.
+    let table = vmrepro::report::tables(&a);
+    let lines: Vec<&str> = table.lines().collect();
+    let at =
+        |needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle}:\n{table}"));
+    let row = |vm: &str| lines[at(&format!("({vm})"))];
+    assert!(at("group client-v5-10 (baseline client-v5-10-idle):") < at("(client-v5-10-idle)"), "{table}");
+    assert!(at("(client-v5-10-busy)") < at("group client-v6-12 (baseline client-v6-12-idle):"), "{table}");
+    assert!(at("group client-v6-12 (baseline client-v6-12-idle):") < at("(client-v6-12-idle)"), "{table}");
+    assert!(row("client-v6-12-idle").contains(" baseline "), "{table}");
+    assert!(row("client-v6-12-busy").contains(" 1.00 ") && row("client-v6-12-busy").contains(" same "), "{table}");
+    assert!(row("client-v5-10-busy").contains(" 2.00 ") && row("client-v5-10-busy").contains(" slower"), "{table}");
+
+    // The report compares each loaded client with its own kernel's idle client.
+    vmrepro::report::published::write_analysed(&a).expect("report");
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    let words = md.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains(
+            "a baseline per group: client-v5-10-idle (group client-v5-10), client-v6-12-idle (group client-v6-12)"
+        ),
+        "{md}"
+    );
+    for (base, cand) in [("client-v5-10-idle", "client-v5-10-busy"), ("client-v6-12-idle", "client-v6-12-busy")] {
+        assert!(
+            md.contains(&format!("baseline:  {base}-release ({base})\ncandidate: {cand}-release ({cand})")),
+            "{cand} against {base}:\n{md}"
+        );
+    }
+    assert_eq!(md.matches("candidate: ").count(), 2, "only the loaded clients are candidates:\n{md}");
+}
+
+/// A failed `each:` action fails its iteration: outcome `action failed`, left out of the
+/// statistics, a problem that names the action, its VM and command and quotes its
+/// output; the VM's other iterations still count, and the run exits 1. The folder is
+/// what the runner writes when the server's restart fails before the second iteration:
+/// the action failed (exit 1), the iteration waiting for it skipped, the `after` action
+/// (which waits for the iteration however it ended) passed, the run `failed`.
+#[test]
+fn a_failed_action_fails_its_iteration_and_the_run() {
+    let suite = "name: actions\nnetwork: { subnet: 10.90.0.0/24 }\nvms:\n  - { name: server, kernel: { debian: \"6.1\" }, address: 10.90.0.1 }\n  - { name: client, kernel: { debian: \"6.1\" }, address: 10.90.0.10 }\nmeasure:\n  - name: create\n    on: [client]\n    repeat: 3\n    each:\n      before: [{ on: server, run: \"rpc.nfsd 0 && rpc.nfsd 8\" }]\n      after: [{ on: server, run: \"cat /proc/fs/nfsd/versions\" }]\n    run: touch /mnt/nfs/new\n";
+    let restart_failed = "rpc.nfsd: unable to set any sockets for nfsd";
+    let dir = run_of_plan(suite, "failed", |vm, step| {
+        Some(match (vm, step) {
+            ("server", "action-before-1-client-create-2") => End::new("failed", Some(1), restart_failed),
+            ("server", s) if s.starts_with("action-before-") => End::new("passed", Some(0), ""),
+            ("server", s) if s.starts_with("action-after-") => End::new("passed", Some(0), "+3 +4 +4.1 +4.2"),
+            ("client", "create-2") => End {
+                error: Some("dependency server/action-before-1-client-create-2 failed".into()),
+                ..End::new("skipped", None, "")
+            },
+            ("client", s) => End::new("passed", Some(0), &ran_for(0, if s == "create-1" { 1.5 } else { 2.5 })),
+            _ => return None,
+        })
+    });
+    let run = read_json(&dir.path().join("run.json"));
+    let server: Vec<&str> =
+        run["vms"][0]["steps"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(server.len(), 6, "one before and one after action per iteration: {server:?}");
+
+    let a = analyse_dir(dir.path()).expect("analyse");
+    let r = &a.results.measurements[0];
+    let client = r.vm("client").unwrap();
+    let second = &client.iterations[1];
+    assert_eq!(second.outcome, vmrepro::measure::analysis::Outcome::ActionFailed);
+    assert!(!second.counted);
+    assert_eq!(second.actions.len(), 2, "{:?}", second.actions);
+    assert_eq!(
+        (second.actions[0].key.as_str(), second.actions[0].exit_code, second.actions[0].output.as_str()),
+        ("each.before[0]", Some(1), restart_failed)
+    );
+    assert_eq!(
+        r.problems,
+        vec![format!(
+            "client: create-2: action each.before[0] on server (\"rpc.nfsd 0 && rpc.nfsd 8\") exited 1: \"{restart_failed}\""
+        )],
+        "one problem, naming the action, its VM and command: the skipped iteration is no news of its own"
+    );
+    assert_eq!(client.outcome_words(), "exit 0 ×2, action failed ×1");
+    let counted: Vec<bool> = client.iterations.iter().map(|i| i.counted).collect();
+    assert_eq!(counted, vec![true, false, true]);
+    let stats = client.metric.as_ref().expect("the other iterations count");
+    assert_eq!((stats.n, stats.min, stats.max), (2, 1.5, 2.5));
+    let table = vmrepro::report::tables(&a);
+    assert!(table.lines().any(|l| l.contains("(client)") && l.ends_with("0 action 0")), "{table}");
+    // A failed iteration alone fails the run, even if run.json said it passed.
+    assert_eq!(
+        vmrepro::cli::exit_code(vmrepro::run::record::RunStatus::Passed, a.results.problems().len()),
+        vmrepro::exit::TEST_FAILURE
+    );
+    // `vmrepro analyse` of the folder as the runner left it: exit 1 and the problem.
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_vmrepro")).arg("analyse").arg(dir.path()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(vmrepro::exit::TEST_FAILURE),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("action each.before[0] on server (\"rpc.nfsd 0 && rpc.nfsd 8\") exited 1"), "{stdout}");
 }

@@ -261,3 +261,49 @@ fn a_kernel_from_a_git_tree_compiles_to_the_commit_its_revision_names() {
     let KernelSource::Tree(t) = &plan.vms[0].kernel else { panic!("tree kernel") };
     assert_eq!((t.resolved.commit.as_str(), t.checkout.as_deref()), (v1.as_str(), None));
 }
+
+/// `check` refuses an `nfs_read` mount whose NFS version a tree kernel's fragments turn
+/// off, as for a source-built kernel. What no fragment says is left alone: it is the
+/// default of the tree's own Kconfig at `rev`, which only the build works out.
+#[test]
+fn a_mount_version_a_tree_kernels_fragment_turns_off_is_refused() {
+    use vmrepro::infra::images::tree::Trees;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = dir.path().join("linux");
+    std::fs::create_dir(&repo).expect("mkdir");
+    let st = std::process::Command::new("sh")
+        .arg("-ec")
+        .arg("git init -q -b master . && git config user.email t@example.org && git config user.name t && echo 1 > Makefile && git add Makefile && git commit -qm first && git tag v1")
+        .current_dir(&repo)
+        .status()
+        .expect("git");
+    assert!(st.success());
+    std::fs::write(dir.path().join("no-v4-2.config"), "CONFIG_NFS_V4_1=y\n# CONFIG_NFS_V4_2 is not set\n").unwrap();
+    std::fs::write(dir.path().join("v4-2.config"), "CONFIG_NFS_V4_1=y\nCONFIG_NFS_V4_2=y\n").unwrap();
+    std::fs::write(dir.path().join("other.config"), "CONFIG_TMPFS=y\n").unwrap();
+    let catalog = vmrepro::infra::images::Catalog::load(&root().join("images")).expect("images/");
+    let mut trees = Trees::default();
+    trees.map("linux", repo);
+    let options = vmrepro::schema::LoadOptions { trees, ..Default::default() };
+    let compile = |fragments: &str, vers: &str| {
+        let suite = dir.path().join("tree-nfs.yaml");
+        std::fs::write(
+            &suite,
+            format!(
+                "name: tree-nfs\nnetwork:\n  subnet: 10.80.0.0/24\nvms:\n  - name: server\n    kernel: {{ debian: \"6.1\" }}\n    address: 10.80.0.1\n    profile: {{ name: nfs-server-modern }}\n  - name: client\n    address: 10.80.0.10\n    kernel: {{ tree: linux, rev: v1, fragments: [{fragments}] }}\nnfs_read:\n  server: server\n  export: /srv/export\n  file: {{ name: file.bytes, block_size: 1000000, count: 10 }}\n  clients: [client]\n  mount_options: vers={vers},proto=tcp\n"
+            ),
+        )
+        .expect("write");
+        let file = vmrepro::schema::load_suite_with(&suite, &options).expect("loads");
+        vmrepro::suite::compile(&file, &catalog).map(|_| ()).map_err(|e| e.to_string())
+    };
+    let e = compile("v4-2.config, no-v4-2.config", "4.2").expect_err("4.2 turned off by the last fragment");
+    assert!(
+        e.contains("nfs_read.mount_options")
+            && e.contains("ask for NFS version 4.2 on client client, whose kernel from tree linux lacks it: no-v4-2.config turns CONFIG_NFS_V4_2 off"),
+        "{e}"
+    );
+    compile("no-v4-2.config, v4-2.config", "4.2").expect("the last fragment turns 4.2 back on");
+    compile("no-v4-2.config", "4.1").expect("4.1 is on");
+    compile("other.config", "4.2").expect("no fragment says: the tree's own default, not known before the build");
+}

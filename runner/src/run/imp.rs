@@ -309,3 +309,64 @@ fn new_run_dir(base: &Path, started: SystemTime) -> Result<PathBuf, RunError> {
     }
     Err(RunError::RunDirTaken { base: base.to_path_buf() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record of a run whose steps all ran: the server's `each:` action before the
+    /// client's first iteration ended as `action`, that iteration as `iteration`
+    /// (`run.json`'s status words).
+    fn ran_through(action: &str, iteration: &str) -> RunRecord {
+        let step = |name: &str, kind: serde_json::Value, status: &str| {
+            let mut s = serde_json::json!({
+                "name": name, "status": status, "exit_code": 1, "signal": null, "expect_exit": 0,
+                "duration_s": 1.0, "stdout": null, "stderr": null, "error": null
+            });
+            for (k, v) in kind.as_object().expect("kind fields") {
+                s[k] = v.clone();
+            }
+            s
+        };
+        let vm = |name: &str, step: serde_json::Value| {
+            serde_json::json!({
+                "name": name, "kernel": "k", "kernel_release": "r", "address": "", "mac": "", "tap": "",
+                "accel": "tcg", "pid": null, "boot_s": 1.0, "ending": "quit", "console_log": "", "qemu_cmdline": "",
+                "steps": [step]
+            })
+        };
+        let action_kind =
+            serde_json::json!({"kind": "action", "measurement": "create", "when": "before", "action": 1, "round": 1});
+        let measure_kind =
+            serde_json::json!({"kind": "measure", "measurement": "create", "iteration": 1, "warmup": false});
+        serde_json::from_value(serde_json::json!({
+            "schema": 2, "suite": "s", "suite_file": "s.yaml", "started": "", "status": "running", "error": null,
+            "accel": "tcg", "accel_notice": null, "subnet": "10.90.0.0/24", "mtu": 1500, "temp_dir": null,
+            "network_namespace": null, "images": [],
+            "timings": { "images_s": 0.0, "boot_s": 0.0, "steps_s": 0.0, "teardown_s": 0.0, "total_s": 0.0 },
+            "vms": [
+                vm("server", step("action-before-1-client-create-1", action_kind, action)),
+                vm("client", step("create-1", measure_kind, iteration)),
+            ]
+        }))
+        .expect("a run record")
+    }
+
+    /// A failed measured iteration is an outcome the analysis judges; a failed `each:`
+    /// action, like any other step that is not an iteration, fails the run (exit 1).
+    #[test]
+    fn a_failed_action_fails_the_run_and_a_failed_iteration_is_left_to_the_analysis() {
+        for (action, iteration, want) in [
+            ("passed", "passed", RunStatus::Passed),
+            ("passed", "failed", RunStatus::Passed),
+            ("failed", "skipped", RunStatus::Failed),
+            ("timed_out", "skipped", RunStatus::Failed),
+        ] {
+            let mut rec = ran_through(action, iteration);
+            settle(&mut rec, &Ok(None));
+            assert_eq!(rec.status, want, "action {action}, iteration {iteration}");
+            let exit = crate::cli::exit_code(rec.status, 0);
+            assert_eq!(exit == crate::exit::SUCCESS, want == RunStatus::Passed, "exit {exit}");
+        }
+    }
+}

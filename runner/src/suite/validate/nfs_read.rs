@@ -220,29 +220,42 @@ const VERSION_OPTIONS: &[(&str, &str, bool)] = &[
     ("4.2", "NFS_V4_2", false),
 ];
 
-/// A client with a source-built kernel must offer the NFS version its mount asks for:
-/// a `vers=4.2` mount on a kernel whose fragments leave `CONFIG_NFS_V4_2` out fails
-/// with exit 32 in every iteration. The fragments' last word on an option wins, as in
-/// the kernel's `merge_config.sh`. A fragment that can't be read is skipped here (the
+/// A client whose kernel is built from config fragments must offer the NFS version its
+/// mount asks for: a `vers=4.2` mount on a kernel whose fragments leave
+/// `CONFIG_NFS_V4_2` out fails with exit 32 in every iteration. The fragments' last word
+/// on an option wins, as in the kernel's `merge_config.sh`.
+///
+/// What is known before the build: for `kernel: {source: …}` (a pinned Debian source
+/// package, `defconfig` + `kvm_guest.config` + fragments) the fragments and the
+/// defaults of [`VERSION_OPTIONS`]; for `kernel: {tree: …}` only what the fragments say,
+/// since an option no fragment sets takes the default of that tree's `Kconfig` and
+/// defconfig at `rev`, which only the build's `olddefconfig` works out. Debian kernels
+/// offer every version (their table in the suite reference), and a local `kernel:
+/// {path}` comes with no config. A fragment that can't be read is skipped here (the
 /// kernel's own check reports it); reads go through the confined layer, bounded.
 fn check_source_kernel_versions(errs: &mut Vec<ValidationError>, file: &SuiteFile, n: &NfsReadSpec, catalog: &Catalog) {
     for c in &n.clients {
         let Some(vm) = file.spec.vms.iter().find(|v| &v.name == c) else { continue };
-        let Some(source) = &vm.kernel.source else { continue };
+        let (fragments, defaults_known, built) = match (&vm.kernel.source, &vm.kernel.tree) {
+            (Some(source), _) => (&source.fragments, true, "source-built kernel".to_string()),
+            (None, Some(tree)) => (&vm.kernel.fragments, false, format!("kernel from tree {tree}")),
+            (None, None) => continue,
+        };
         let Some((key, options)) = client_mount(n, c) else { continue };
         let Some(vers) = asks(options).0 else { continue };
         let Some(&(_, option, default)) = VERSION_OPTIONS.iter().find(|(v, _, _)| *v == vers) else { continue };
-        let mut set = default;
+        let mut set = None;
         let mut said_by = None;
-        for fragment in &source.fragments {
+        for fragment in fragments {
             let Ok((folder, rel)) = super::kernel::confined_file(file, &catalog.dir, fragment) else { continue };
             let Ok(bytes) = folder.read(&rel, super::kernel::MAX_FRAGMENT_BYTES) else { continue };
             if let Some(on) = String::from_utf8_lossy(&bytes).lines().rev().find_map(|l| option_state(l, option)) {
-                set = on;
+                set = Some(on);
                 said_by = Some(fragment);
             }
         }
-        if !set {
+        let offered = set.unwrap_or(default || !defaults_known);
+        if !offered {
             let why = match said_by {
                 Some(f) => format!("{} turns CONFIG_{option} off", f.display()),
                 None => format!("no fragment sets CONFIG_{option}=y, and it is off unless set"),
@@ -250,7 +263,7 @@ fn check_source_kernel_versions(errs: &mut Vec<ValidationError>, file: &SuiteFil
             errs.push(ValidationError::Rule {
                 key,
                 message: format!(
-                    "mount options {options:?} ask for NFS version {vers} on client {c}, whose source-built kernel lacks it: {why}; add CONFIG_{option}=y to a fragment{} or mount with a version it has (suite reference: NFS versions each kernel offers)",
+                    "mount options {options:?} ask for NFS version {vers} on client {c}, whose {built} lacks it: {why}; add CONFIG_{option}=y to a fragment{} or mount with a version it has (suite reference: NFS versions each kernel offers)",
                     if option == "NFS_V4_2" { " (with CONFIG_NFS_V4_1=y)" } else { "" }
                 ),
             });
