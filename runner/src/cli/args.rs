@@ -98,8 +98,9 @@ pub(crate) enum Command {
         #[command(flatten)]
         budget: BudgetArgs,
     },
-    /// Print two runs of a suite side by side (run folders or bundles). Exit 0 when
-    /// every verdict agrees, 1 when one differs.
+    /// Print two runs of a suite side by side (run folders or bundles), with each VM's
+    /// own change from A to B as a verdict. Exit 0 when every verdict against the
+    /// baseline agrees, 1 when one differs.
     Compare {
         /// The first run (folder or bundle): column A.
         run_a: PathBuf,

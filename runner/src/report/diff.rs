@@ -5,13 +5,20 @@
 //! Verdicts **agree** when their direction is the same (`same`, `slower`/`worse`,
 //! `faster`/`better`, `baseline`): the ratio ranges in brackets move with the noise and
 //! are shown, not compared.
+//!
+//! Each VM measured in both runs also gets a verdict of its own change, now's values
+//! against then's under the rule that made the runs' verdicts ([`then_now`]): a VM that
+//! got slower between the runs while its verdict against the baseline stayed the same
+//! (both kernels slowed down, or the host did) is said, not hidden behind "agrees".
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::published::comparison_table::fmt_value;
 use crate::analyse::Results;
-use crate::measure::analysis::VmResult;
+use crate::measure::analysis::{metric_value, oriented, verdict_text, MeasurementResult, VmResult};
+use crate::measure::stats::{compare, Comparison, Verdict};
+use crate::measure::verdict::VerdictPolicy;
 
 /// The diff of two runs.
 #[derive(Debug, Clone, Default)]
@@ -20,6 +27,9 @@ pub struct Diff {
     pub text: String,
     /// Every disagreement, `measurement/vm: then → now`.
     pub disagreements: Vec<String>,
+    /// Every VM whose own values changed beyond the noise from then to now,
+    /// `measurement/vm: slower (1.2x–1.5x)` (see [`then_now`]); not a disagreement.
+    pub changes: Vec<String>,
 }
 
 impl Diff {
@@ -62,6 +72,37 @@ fn detectable_words(v: Option<&VmResult>) -> Option<String> {
         Detectable::Change { change, .. } => format!("{}{from}", super::text::pct(change)),
         Detectable::TooFewRepeats => format!("none (too few repeats){from}"),
     })
+}
+
+/// A VM's values of measurement `b`'s metric in run `now` (`vb`) against its values in
+/// run `then` (`va`, of measurement `a`), under the rule of the runs' own comparisons
+/// (now's first, else then's; the default rule when neither compared anything): the
+/// verdict in words (`slower (1.1x–1.4x)`, `same`, `undecided`; `worse`/`better` for a
+/// metric that is not a time or rate) and the comparison. `None` when the two runs
+/// measured different metrics or either has no usable values (none counted, a 0).
+pub fn then_now(
+    a: &MeasurementResult,
+    va: &VmResult,
+    b: &MeasurementResult,
+    vb: &VmResult,
+) -> Option<(String, Comparison)> {
+    if a.metric != b.metric || a.better != b.better {
+        return None;
+    }
+    let values = |v: &VmResult| -> Vec<f64> {
+        let xs = v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(&b.metric, i)).collect();
+        oriented(b.better, xs)
+    };
+    let policy = [vb, va]
+        .into_iter()
+        .chain(b.vms.iter())
+        .chain(a.vms.iter())
+        .find_map(|v| v.comparison.as_ref().map(|c| c.policy))
+        .unwrap_or_default();
+    let policy = VerdictPolicy { looks: 1, ..policy };
+    let cmp = compare(&values(vb), &values(va), &policy)?;
+    let speed = matches!(b.metric.as_str(), "elapsed_s" | "user_s" | "system_s" | "throughput_mb_s");
+    Some((verdict_text(&cmp, speed), cmp))
 }
 
 /// Compares run `then` (labelled `then_label`) with run `now`.
@@ -146,6 +187,20 @@ pub fn diff(then: &Results, now: &Results, then_label: &str, now_label: &str) ->
                 let (da, db) = (da.unwrap_or_else(|| "-".into()), db.unwrap_or_else(|| "-".into()));
                 let _ = writeln!(t, "{:<14} smallest detectable change: {da} → {db}", "");
             }
+            if let (Some(ma), Some(va), Some(mb), Some(vb)) = (a, va, b, vb) {
+                if let Some((words, cmp)) = then_now(ma, va, mb, vb) {
+                    let line = super::text::comparison_line(
+                        now_label,
+                        then_label,
+                        Some(&words),
+                        &Comparison { calibrated: None, ..cmp.clone() },
+                    );
+                    let _ = writeln!(t, "{:<14} {line}", "");
+                    if matches!(cmp.verdict, Verdict::Slower { .. } | Verdict::Faster { .. }) {
+                        d.changes.push(format!("{name}/{vm}: {words}"));
+                    }
+                }
+            }
         }
         let (ca, cb) = (a.and_then(|m| m.calibration.as_ref()), b.and_then(|m| m.calibration.as_ref()));
         if let Some(base) = ca.or(cb).map(|c| c.vm.clone()) {
@@ -161,10 +216,91 @@ pub fn diff(then: &Results, now: &Results, then_label: &str, now_label: &str) ->
             }
         }
     }
+    if !d.changes.is_empty() {
+        let _ = writeln!(
+            d.text,
+            "\n{} VM(s) changed beyond the noise from {then_label} to {now_label}: {}",
+            d.changes.len(),
+            d.changes.join("; ")
+        );
+    }
     if d.disagreements.is_empty() {
         let _ = writeln!(d.text, "\nevery verdict agrees");
     } else {
         let _ = writeln!(d.text, "\n{} verdict(s) differ: {}", d.disagreements.len(), d.disagreements.join("; "));
     }
     d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyse::results::read_results;
+    use crate::path_io::Folder;
+
+    /// The recorded A/A run (`tests/fixtures/runs/nfs-aa-same-kernel`: client-a the
+    /// baseline, client-b `same`, 3 reads each, verdicts by the ranges rule).
+    fn aa_run() -> Results {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs/nfs-aa-same-kernel");
+        read_results(&Folder::open(&dir).unwrap(), "results.json").unwrap()
+    }
+
+    /// The run with client-b's reads `factor` times as long; its verdict against the
+    /// baseline is left as recorded.
+    fn slowed(mut r: Results, factor: f64) -> Results {
+        let b = r.measurements[0].vms.iter_mut().find(|v| v.vm == "client-b").unwrap();
+        for i in &mut b.iterations {
+            i.elapsed_s = i.elapsed_s.map(|x| x * factor);
+        }
+        r
+    }
+
+    #[test]
+    fn a_vm_whose_own_values_moved_is_said_even_when_its_verdict_agrees() {
+        let then = aa_run();
+        let same = diff(&then, &aa_run(), "then", "now");
+        assert!(same.agrees() && same.changes.is_empty(), "{}", same.text);
+        assert!(same.text.contains("now vs then: same (ranges, floor 10 %)"), "{}", same.text);
+
+        let now = slowed(aa_run(), 3.0);
+        let d = diff(&then, &now, "then", "now");
+        assert!(d.agrees(), "its verdict against client-a is still `same`: {}", d.text);
+        assert_eq!(d.changes.len(), 1, "{}", d.text);
+        assert!(d.changes[0].starts_with("nfs-read/client-b: slower ("), "{:?}", d.changes);
+        assert!(
+            d.text.contains("1 VM(s) changed beyond the noise from then to now: nfs-read/client-b: slower"),
+            "{}",
+            d.text
+        );
+        let (m, v) = (&now.measurements[0], now.measurements[0].vm("client-a").unwrap());
+        let (words, _) = then_now(&then.measurements[0], then.measurements[0].vm("client-a").unwrap(), m, v).unwrap();
+        assert_eq!(words, "same", "client-a did not change");
+    }
+
+    #[test]
+    fn then_now_follows_the_runs_rule_and_is_undecided_where_three_reads_cannot_tell() {
+        let mw = |mut r: Results| {
+            for v in &mut r.measurements[0].vms {
+                if let Some(c) = &mut v.comparison {
+                    c.policy = VerdictPolicy::default();
+                }
+            }
+            r
+        };
+        let (then, now) = (mw(aa_run()), mw(slowed(aa_run(), 3.0)));
+        let (a, b) = (&then.measurements[0], &now.measurements[0]);
+        let (words, cmp) = then_now(a, a.vm("client-b").unwrap(), b, b.vm("client-b").unwrap()).unwrap();
+        assert_eq!(words, "undecided", "3 and 3 repeats can't reach p < 0.01");
+        assert!(cmp.test.unwrap().min_p_value >= 0.10);
+        assert!(diff(&then, &now, "then", "now").changes.is_empty());
+    }
+
+    #[test]
+    fn different_metrics_give_no_then_now_verdict() {
+        let then = aa_run();
+        let mut now = aa_run();
+        now.measurements[0].metric = "user_s".into();
+        let (a, b) = (&then.measurements[0], &now.measurements[0]);
+        assert!(then_now(a, a.vm("client-b").unwrap(), b, b.vm("client-b").unwrap()).is_none());
+    }
 }

@@ -344,7 +344,12 @@ pub fn verdict_lines(m: &MeasurementResult) -> String {
 }
 
 /// `vm vs baseline: verdict (rule): test; smallest detectable change` for one comparison.
-fn comparison_line(vm: &str, baseline: &str, verdict: Option<&str>, c: &crate::measure::stats::Comparison) -> String {
+pub(crate) fn comparison_line(
+    vm: &str,
+    baseline: &str,
+    verdict: Option<&str>,
+    c: &crate::measure::stats::Comparison,
+) -> String {
     use crate::measure::verdict::Rule;
     let p = &c.policy;
     let rule = match p.rule {

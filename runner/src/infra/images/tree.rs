@@ -396,6 +396,23 @@ impl TreeKernel {
                 .env_remove("GIT_WORK_TREE");
             c
         };
+        // A git killed mid-export (a bisect interrupted while it built) leaves the
+        // index's lock behind, and every later read-tree would exit 128. No git runs on
+        // this index now (the caller holds the build lock), so the lock is stale; the
+        // folder's state is unknown, so the index goes too and the folder is exported
+        // whole.
+        let mut lock = index.as_os_str().to_owned();
+        lock.push(".lock");
+        let lock = std::path::PathBuf::from(lock);
+        if lock.symlink_metadata().is_ok() {
+            std::fs::remove_file(&lock).map_err(ImageError::io("removing the stale", &lock))?;
+            match std::fs::remove_file(index) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(ImageError::io("removing", index)(e));
+                }
+                _ => {}
+            }
+        }
         if index.exists() {
             if let Ok(list) = std::fs::read_to_string(patched) {
                 let folder = crate::path_io::Folder::open(build).map_err(ImageError::File)?;
@@ -642,6 +659,19 @@ mod tests {
         .unwrap();
         assert_eq!(before, after);
         assert_eq!(std::fs::read_to_string(r.path().join("a")).unwrap(), "two\n");
+
+        // A git killed mid-export (CI: a bisect interrupted during a build) left the
+        // index's lock: the next export still works, exporting the folder whole.
+        let lock = state.join("build.index.lock");
+        std::fs::write(&lock, "").unwrap();
+        std::fs::write(src.join("a"), "half-written\n").unwrap();
+        let (resolved, checkout) = trees.resolve("t", "main").unwrap();
+        let k =
+            TreeKernel { tree: "t".into(), rev: "main".into(), resolved, checkout, fragments: vec![], patches: vec![] };
+        k.export(r.path(), &index, &patched, &src, &cache).unwrap();
+        assert!(!lock.exists());
+        assert_eq!(std::fs::read_to_string(src.join("a")).unwrap(), "two\n");
+        assert!(src.join("c").exists() && !src.join("b").exists());
     }
 
     #[test]

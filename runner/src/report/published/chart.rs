@@ -1,6 +1,7 @@
 //! The inline SVG chart of one measurement in `report.html`: one row per VM, every
-//! repeat a dot, the range of the repeats a bar, the median a tick, and the baseline's
-//! median a dashed line across all rows. Plain SVG 1.1 markup (no script, no external
+//! repeat a dot, the range of the repeats a bar, the median a tick, the confidence
+//! interval of a compared VM's ratio to its baseline (in the metric's units) a thin
+//! bracketed line under its bar, and the baseline's median a dashed line across all rows. Plain SVG 1.1 markup (no script, no external
 //! font or style), so it shows the same in a browser, in a mail client that renders
 //! HTML, and to an XML parser.
 //!
@@ -26,6 +27,11 @@ pub struct Series {
     pub baseline: bool,
     /// The verdict in words (`same`, `slower (1.1x–1.3x)`, `baseline`).
     pub verdict: String,
+    /// The Mann–Whitney test's interval of the ratio to the baseline, as values in the
+    /// metric's units (`low <= high`), and its words for the hover text (`99 % interval
+    /// of the ratio 1.05x–1.40x`); `None` for the baseline, or when the numbers of
+    /// repeats are too small for the interval's confidence.
+    pub interval: Option<(f64, f64, String)>,
 }
 
 const WIDTH: f64 = 820.0;
@@ -104,7 +110,8 @@ pub fn strip_chart(title: &str, unit: &str, series: &[Series]) -> String {
     );
     let _ = writeln!(
         s,
-        "<text x=\"{LEFT:.0}\" y=\"38\" font-size=\"11\" fill=\"#57606a\">dots: repeats · bar: range · tick: median · dashed line: baseline median</text>"
+        "<text x=\"{LEFT:.0}\" y=\"38\" font-size=\"11\" fill=\"#57606a\">dots: repeats · bar: range · tick: median · {}dashed line: baseline median</text>",
+        if series.iter().any(|s| s.interval.is_some()) { "[ ]: the ratio's interval · " } else { "" }
     );
     let bottom = TOP + ROW * series.len().max(1) as f64;
     axis.write_grid(&mut s, &escape(unit), TOP, bottom);
@@ -185,7 +192,11 @@ impl Scale {
 /// when the values spread over more than half of it, else a window around them; both
 /// ends on a tick; drawn from x = [`LEFT`] over the plot's width.
 fn value_axis(series: &[Series]) -> Scale {
-    let all: Vec<f64> = series.iter().flat_map(|s| s.values.iter().copied()).filter(|v| v.is_finite()).collect();
+    let all: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.values.iter().copied().chain(s.interval.iter().flat_map(|i| [i.0, i.1])))
+        .filter(|v| v.is_finite())
+        .collect();
     let (mut lo, mut hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
     if all.is_empty() {
         (lo, hi) = (0.0, 1.0);
@@ -252,6 +263,17 @@ fn write_row(s: &mut String, axis: &Scale, unit: &str, y: f64, sr: &Series) {
             escape(&format!("{} repeat {}: {} {unit}", sr.vm, j + 1, fmt_num(*v)))
         );
     }
+    if let Some((lo, hi, words)) = sr.interval.as_ref().filter(|i| i.0.is_finite() && i.1.is_finite()) {
+        let (x1, x2, yi) = (axis.x(*lo), axis.x(*hi), y + 17.0);
+        let title = escape(&format!("{}: {words}: {}–{} {unit}", sr.vm, fmt_num(*lo), fmt_num(*hi)));
+        let _ = writeln!(
+            s,
+            "<path class=\"interval\" data-vm=\"{}\" data-low=\"{lo}\" data-high=\"{hi}\" d=\"M{x1:.1},{:.1} V{yi:.1} H{x2:.1} V{:.1}\" fill=\"none\" stroke=\"#1b1f24\" stroke-width=\"1.2\"><title>{title}</title></path>",
+            escape(&sr.vm),
+            yi - 4.0,
+            yi - 4.0
+        );
+    }
     if let Some(m) = sr.median {
         let xm = axis.x(m);
         let _ = writeln!(
@@ -298,6 +320,7 @@ mod tests {
                     median: Some(1.1),
                     baseline: true,
                     verdict: "baseline".into(),
+                    interval: None,
                 },
                 Series {
                     vm: "b".into(),
@@ -306,10 +329,14 @@ mod tests {
                     median: Some(2.1),
                     baseline: false,
                     verdict: "slower (1.6x–2.2x)".into(),
+                    interval: Some((1.9, 2.5, "99 % interval of the ratio 1.73x–2.27x".into())),
                 },
             ],
         );
         assert_eq!(s.matches("<circle class=\"repeat\"").count(), 5);
+        assert_eq!(s.matches("class=\"interval\"").count(), 1, "the baseline has none");
+        assert!(s.contains("data-low=\"1.9\" data-high=\"2.5\""));
+        assert!(s.contains("[ ]: the ratio's interval"));
         assert_eq!(s.matches("class=\"median\"").count(), 2);
         assert_eq!(s.matches("class=\"baseline-median\"").count(), 1);
     }

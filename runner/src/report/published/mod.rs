@@ -441,6 +441,7 @@ fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm])
                 median: v.metric.as_ref().map(|s| s.median),
                 baseline: m.is_baseline(&v.vm),
                 verdict: v.verdict.clone().unwrap_or_else(|| "-".into()),
+                interval: interval_values(m, v),
             })
             .collect();
         s.push(Block::Chart(strip_chart(
@@ -569,4 +570,21 @@ fn appendix_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm]) -
 
 fn status_word(s: crate::run::RunStatus) -> String {
     serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// `v`'s interval of the ratio to its baseline (the Mann–Whitney test's, of the
+/// oriented values: candidate ÷ baseline of times, baseline ÷ candidate of rates) as
+/// values of the metric: the baseline's median times the ratio's ends, or divided by
+/// them when higher is better; with its words for the chart's hover text. `None` for a
+/// baseline, without a comparison, or when the repeats were too few for an interval.
+fn interval_values(m: &MeasurementResult, v: &crate::measure::analysis::VmResult) -> Option<(f64, f64, String)> {
+    let test = v.comparison.as_ref()?.test.as_ref()?;
+    let [lo, hi] = test.interval?;
+    let base = m.vm(m.baseline_of(&v.vm))?.metric.as_ref()?.median;
+    let (a, b) = match m.better {
+        Better::Lower => (base * lo, base * hi),
+        Better::Higher => (base / hi, base / lo),
+    };
+    let words = format!("{} interval of the ratio {lo:.2}x–{hi:.2}x", crate::report::text::pct(test.confidence));
+    Some((a.min(b), a.max(b), words))
 }
