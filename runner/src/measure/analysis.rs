@@ -627,10 +627,13 @@ fn compare_outcomes(m: &MeasurementPlan, vms: &mut [VmResult]) {
 /// way, and each comparison with that baseline gets the smallest change the A/A pair's
 /// noise lets it flag ([`Comparison::calibrated`], [`min_detectable`] of the copy's
 /// values against the baseline's).
+/// `v`'s values of metric `name` over its counted iterations, in order ([`metric_value`]).
+pub fn counted_values(name: &str, v: &VmResult) -> Vec<f64> {
+    v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(name, i)).collect()
+}
+
 fn compare_metric(m: &MeasurementPlan, vms: &mut [VmResult], calibration: Option<&mut VmResult>) {
-    let values = |v: &VmResult| -> Vec<f64> {
-        v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(&m.metric.name, i)).collect()
-    };
+    let values = |v: &VmResult| counted_values(&m.metric.name, v);
     let oriented = |xs: Vec<f64>| oriented(m.metric.better, xs);
     let bases: BTreeMap<String, Vec<f64>> =
         vms.iter().filter(|v| m.baseline_of(&v.vm) == v.vm).map(|v| (v.vm.clone(), oriented(values(v)))).collect();

@@ -16,9 +16,10 @@ use std::fmt::Write as _;
 
 use super::published::comparison_table::fmt_value;
 use crate::analyse::Results;
-use crate::measure::analysis::{metric_value, oriented, verdict_text, MeasurementResult, VmResult};
+use crate::measure::analysis::{counted_values, oriented, verdict_text, MeasurementResult, VmResult};
 use crate::measure::stats::{compare, Comparison, Verdict};
 use crate::measure::verdict::VerdictPolicy;
+use crate::plan::measurement::Metric;
 
 /// The diff of two runs.
 #[derive(Debug, Clone, Default)]
@@ -89,10 +90,7 @@ pub fn then_now(
     if a.metric != b.metric || a.better != b.better {
         return None;
     }
-    let values = |v: &VmResult| -> Vec<f64> {
-        let xs = v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(&b.metric, i)).collect();
-        oriented(b.better, xs)
-    };
+    let values = |v: &VmResult| oriented(b.better, counted_values(&b.metric, v));
     let policy = [vb, va]
         .into_iter()
         .chain(b.vms.iter())
@@ -101,7 +99,7 @@ pub fn then_now(
         .unwrap_or_default();
     let policy = VerdictPolicy { looks: 1, ..policy };
     let cmp = compare(&values(vb), &values(va), &policy)?;
-    let speed = matches!(b.metric.as_str(), "elapsed_s" | "user_s" | "system_s" | "throughput_mb_s");
+    let speed = Metric { name: b.metric.clone(), better: b.better }.is_speed();
     Some((verdict_text(&cmp, speed), cmp))
 }
 
@@ -189,12 +187,7 @@ pub fn diff(then: &Results, now: &Results, then_label: &str, now_label: &str) ->
             }
             if let (Some(ma), Some(va), Some(mb), Some(vb)) = (a, va, b, vb) {
                 if let Some((words, cmp)) = then_now(ma, va, mb, vb) {
-                    let line = super::text::comparison_line(
-                        now_label,
-                        then_label,
-                        Some(&words),
-                        &Comparison { calibrated: None, ..cmp.clone() },
-                    );
+                    let line = super::text::comparison_line(now_label, then_label, Some(&words), &cmp);
                     let _ = writeln!(t, "{:<14} {line}", "");
                     if matches!(cmp.verdict, Verdict::Slower { .. } | Verdict::Faster { .. }) {
                         d.changes.push(format!("{name}/{vm}: {words}"));

@@ -1,9 +1,9 @@
 //! The inline SVG chart of one measurement in `report.html`: one row per VM, every
 //! repeat a dot, the range of the repeats a bar, the median a tick, the confidence
 //! interval of a compared VM's ratio to its baseline (in the metric's units) a thin
-//! bracketed line under its bar, and the baseline's median a dashed line across all rows. Plain SVG 1.1 markup (no script, no external
-//! font or style), so it shows the same in a browser, in a mail client that renders
-//! HTML, and to an XML parser.
+//! bracketed line under its bar, and the baseline's median a dashed line across all
+//! rows. Plain SVG 1.1 markup (no script, no external font or style), so it shows the
+//! same in a browser, in a mail client that renders HTML, and to an XML parser.
 //!
 //! Each mark carries its number (`data-value`, and a `<title>` a browser shows on
 //! hover), so a test can check the chart holds the numbers of `results.json`.

@@ -23,15 +23,15 @@ pub mod wire;
 use std::path::{Path, PathBuf};
 
 use crate::analyse::{analyse_dir, AnalyseError, Analysis};
-use crate::measure::analysis::{metric_value, MeasurementResult, OUTCOME_METRIC};
+use crate::measure::analysis::{counted_values, MeasurementResult, OUTCOME_METRIC};
 use crate::path_io::Folder;
 use crate::run::environment::{self, Environment, KernelOrigin};
 use crate::run::record::RunDirError;
 use crate::run::StepStatus;
 use crate::schema::measure::Better;
 use chart::{strip_chart, Series};
+use comparison::who;
 pub use comparison::{comparison_rows, headline, summary_line, unit_of};
-use comparison::{counted, who};
 use differences::vm_of;
 pub use differences::{environment_differences, net_words, plan_vms, PlanVm};
 use document::{Block, Document, Section};
@@ -437,7 +437,7 @@ fn comparison_section(a: &Analysis, _env: Option<&Environment>, _vms: &[PlanVm])
             .map(|v| Series {
                 vm: v.vm.clone(),
                 release: v.kernel_release.clone(),
-                values: counted(v).filter_map(|i| metric_value(&m.metric, i)).collect(),
+                values: counted_values(&m.metric, v),
                 median: v.metric.as_ref().map(|s| s.median),
                 baseline: m.is_baseline(&v.vm),
                 verdict: v.verdict.clone().unwrap_or_else(|| "-".into()),
