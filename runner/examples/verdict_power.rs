@@ -6,14 +6,13 @@
 //! cargo run --example verdict_power -- results/power
 //! ```
 //!
-//! Reads `OUT/<setting>/<level>/verdict-power/<timestamp>/results.json` (setting:
-//! `default` or `pin`; level: the slowdown asked for, in percent; `cal`, the
-//! calibration runs, is skipped), takes each VM's passed reads (`elapsed_s`, seconds)
-//! of the measurement `nfs-read` and compares, with [`vmrepro::measure::stats::compare`]:
-//! - `client-slow` (behind the level's rate limit) against the baseline `client-a`:
-//!   a `slower` verdict is a detection;
-//! - `client-aa` (the same as the baseline) against `client-a`: `slower` or `faster` is
-//!   a false alarm;
+//! Reads `OUT/<setting>/verdict-power/<timestamp>/results.json` (setting: `default` or
+//! `pin`), takes each VM's passed reads (`elapsed_s`, seconds) of the measurement
+//! `nfs-read` and compares, with [`vmrepro::measure::stats::compare`]:
+//! - each `client-<x>` (behind the rate limit set for a slowdown of about `x` %)
+//!   against the baseline `client-a`: a `slower` verdict is a detection;
+//! - `client-aa` and `client-ab` (the same as the baseline) against `client-a`:
+//!   `slower` or `faster` is a false alarm;
 //!
 //! under three rules: the default exact Mann–Whitney rule (α 0.01, 10 % floor) on all
 //! repeats, the ranges rule (medians > 10 % apart, ranges apart) on the same repeats,
@@ -37,11 +36,11 @@ const RULES: [(&str, Rule, Option<usize>); 3] = [
     ("ranges, 3 reads", Rule::Ranges, Some(3)),
 ];
 
-/// One run's samples (seconds) of the three clients.
+/// One run's samples (seconds): the baseline's, each A/A copy's, each level's.
 struct Run {
     base: Vec<f64>,
-    aa: Vec<f64>,
-    slow: Vec<f64>,
+    aa: Vec<Vec<f64>>,
+    levels: BTreeMap<u32, Vec<f64>>,
 }
 
 /// Counts of the verdicts of one rule over several comparisons.
@@ -106,12 +105,25 @@ fn read_run(dir: &Path) -> Result<Run, String> {
             .filter_map(|i| i.elapsed_s)
             .collect()
     };
-    Ok(Run { base: values("client-a"), aa: values("client-aa"), slow: values("client-slow") })
+    let mut run = Run { base: values("client-a"), aa: Vec::new(), levels: BTreeMap::new() };
+    for v in &m.vms {
+        match v.vm.strip_prefix("client-") {
+            Some("aa" | "ab") => run.aa.push(values(&v.vm)),
+            Some(x) => {
+                if let Ok(x) = x.parse::<u32>() {
+                    run.levels.insert(x, values(&v.vm));
+                }
+            }
+            None => {}
+        }
+    }
+    Ok(run)
 }
 
-/// `OUT/<setting>/<level>/*/*/results.json` → runs by (setting, level).
-fn find_runs(out: &Path) -> BTreeMap<(String, u32), Vec<Run>> {
-    let mut runs: BTreeMap<(String, u32), Vec<Run>> = BTreeMap::new();
+/// `OUT/<setting>/*/*/results.json` → runs by setting (`suites`, the suite files, is
+/// skipped).
+fn find_runs(out: &Path) -> BTreeMap<String, Vec<Run>> {
+    let mut runs: BTreeMap<String, Vec<Run>> = BTreeMap::new();
     let dirs = |p: &Path| -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(p)
             .into_iter()
@@ -128,13 +140,10 @@ fn find_runs(out: &Path) -> BTreeMap<(String, u32), Vec<Run>> {
         if name == "suites" {
             continue;
         }
-        for level in dirs(&setting) {
-            let Ok(x) = level.file_name().unwrap_or_default().to_string_lossy().parse::<u32>() else { continue };
-            for run in dirs(&level).iter().flat_map(|s| dirs(s)) {
-                match read_run(&run) {
-                    Ok(r) => runs.entry((name.clone(), x)).or_default().push(r),
-                    Err(e) => eprintln!("skipped: {e}"),
-                }
+        for run in dirs(&setting).iter().flat_map(|s| dirs(s)) {
+            match read_run(&run) {
+                Ok(r) => runs.entry(name.clone()).or_default().push(r),
+                Err(e) => eprintln!("skipped: {e}"),
             }
         }
     }
@@ -157,7 +166,7 @@ fn main() -> ExitCode {
             .unwrap_or_else(|_| "?".into())
     };
 
-    println!("Detection: client-slow against client-a (slower / undecided / same / faster; no comparison)\n");
+    println!("Detection: client-<x> against client-a (slower / undecided / same / faster; no comparison)\n");
     print!("| setting | slowdown asked | rate | runs | ratio of medians: median (min–max) |");
     for (name, ..) in RULES {
         print!(" {name} |");
@@ -165,44 +174,50 @@ fn main() -> ExitCode {
     println!(" Mann–Whitney: smallest detectable change, median |");
     println!("|---|---|---|---|---|{}---|", "---|".repeat(RULES.len()));
     let mut aa: BTreeMap<String, (u32, Vec<Tally>)> = BTreeMap::new();
-    for ((setting, x), rs) in &runs {
-        let mut ratios: Vec<f64> = rs
-            .iter()
-            .filter_map(|r| {
-                let (mut s, mut b) = (r.slow.clone(), r.base.clone());
-                Some(median(&mut s)? / median(&mut b)?)
-            })
-            .collect();
-        let (lo, hi) =
-            (ratios.iter().copied().fold(f64::INFINITY, f64::min), ratios.iter().copied().fold(0.0, f64::max));
-        let med = median(&mut ratios);
-        print!(
-            "| {setting} | {x} % | {} | {} | {} |",
-            rate(*x),
-            rs.len(),
-            med.map_or("-".into(), |m| format!("{m:.3} ({lo:.3}–{hi:.3})"))
-        );
-        let entry = aa.entry(setting.clone()).or_insert_with(|| (0, vec![Tally::default(); RULES.len()]));
-        for (i, (_, rule, take)) in RULES.iter().enumerate() {
-            let mut t = Tally::default();
-            for r in rs {
-                t.add(verdict(*rule, *take, &r.slow, &r.base).as_ref());
-                entry.1[i].add(verdict(*rule, *take, &r.aa, &r.base).as_ref());
-            }
+    for (setting, rs) in &runs {
+        let levels: std::collections::BTreeSet<u32> = rs.iter().flat_map(|r| r.levels.keys().copied()).collect();
+        for x in levels {
+            let pairs: Vec<(&Vec<f64>, &Vec<f64>)> =
+                rs.iter().filter_map(|r| Some((r.levels.get(&x)?, &r.base))).collect();
+            let mut ratios: Vec<f64> =
+                pairs.iter().filter_map(|(s, b)| Some(median(&mut s.to_vec())? / median(&mut b.to_vec())?)).collect();
+            let (lo, hi) =
+                (ratios.iter().copied().fold(f64::INFINITY, f64::min), ratios.iter().copied().fold(0.0, f64::max));
+            let med = median(&mut ratios);
             print!(
-                " {} / {} / {} / {}{} |",
-                t.slower,
-                t.undecided,
-                t.same,
-                t.faster,
-                if t.none > 0 { format!("; {}", t.none) } else { String::new() }
+                "| {setting} | {x} % | {} | {} | {} |",
+                rate(x),
+                pairs.len(),
+                med.map_or("-".into(), |m| format!("{m:.3} ({lo:.3}–{hi:.3})"))
             );
+            for (_, rule, take) in RULES {
+                let mut t = Tally::default();
+                for (s, b) in &pairs {
+                    t.add(verdict(rule, take, s, b).as_ref());
+                }
+                print!(
+                    " {} / {} / {} / {}{} |",
+                    t.slower,
+                    t.undecided,
+                    t.same,
+                    t.faster,
+                    if t.none > 0 { format!("; {}", t.none) } else { String::new() }
+                );
+            }
+            let mut mdc: Vec<f64> = pairs.iter().filter_map(|(s, b)| detectable(s, b)).collect();
+            println!(" {} |", median(&mut mdc).map_or("-".into(), |m| format!("{:.1} %", m * 100.0)));
         }
-        entry.0 += rs.len() as u32;
-        let mut mdc: Vec<f64> = rs.iter().filter_map(|r| detectable(&r.slow, &r.base)).collect();
-        println!(" {} |", median(&mut mdc).map_or("-".into(), |m| format!("{:.1} %", m * 100.0)));
+        let entry = aa.entry(setting.clone()).or_insert_with(|| (0, vec![Tally::default(); RULES.len()]));
+        for r in rs {
+            for copy in &r.aa {
+                entry.0 += 1;
+                for (i, (_, rule, take)) in RULES.iter().enumerate() {
+                    entry.1[i].add(verdict(*rule, *take, copy, &r.base).as_ref());
+                }
+            }
+        }
     }
-    println!("\nFalse alarms: client-aa (the same as the baseline) against client-a, every run of every level\n");
+    println!("\nFalse alarms: client-aa and client-ab (the same as the baseline) against client-a, in every run\n");
     print!("| setting | comparisons |");
     for (name, ..) in RULES {
         print!(" {name}: false alarms (slower + faster) / undecided / same |");
