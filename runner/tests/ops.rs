@@ -298,9 +298,19 @@ fn a_kinds_state_is_saved_once_restored_later_and_a_broken_one_is_booted_instead
     let states: Vec<PathBuf> =
         std::fs::read_dir(cache.join("vmstate")).unwrap().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
     assert_eq!(states.len(), 1, "one kind, one entry: {states:?}");
-    for f in ["state", "root.qcow2", "console.log", "meta.json"] {
+    for f in ["state", "ram", "root.qcow2", "console.log", "meta.json"] {
         assert!(states[0].join(f).is_file(), "the entry has {f}");
     }
+    // Mapped RAM (the default): the guest's memory is a file of its size, the migration
+    // stream only the device state.
+    let run = last_run();
+    assert!(vms(&run).iter().all(|v| v["state_ram"] == "mapped"), "{run}");
+    let memory_mib = read_json(&sb.run_dirs().into_iter().max().unwrap().join("plan.json"))["vms"][0]["memory_mib"]
+        .as_u64()
+        .expect("plan.json: vms[0].memory_mib");
+    assert_eq!(std::fs::metadata(states[0].join("ram")).unwrap().len(), memory_mib << 20);
+    let stream = std::fs::metadata(states[0].join("state")).unwrap().len();
+    assert!(stream < 8 << 20, "the stream holds no RAM: {stream} bytes");
 
     // 2. Both start from it, each with its own identity, and reach each other.
     let (fin, rows) = saved_state_run(&sb, &cache, &suite);
@@ -331,14 +341,23 @@ fn a_kinds_state_is_saved_once_restored_later_and_a_broken_one_is_booted_instead
     let (_, rows) = saved_state_run(&sb, &cache, &suite);
     assert!(rows.iter().all(|r| r.1 == "restored"), "{rows:?}");
 
-    // 3b. A saved overlay qemu-img can't open: the same, found before QEMU starts.
+    // A damaged entry found before QEMU starts: both VMs boot with a notice naming it,
+    // the entry is saved again, and the next run restores.
+    let booted_instead_then_restored = |notice: &str| {
+        let (fin, rows) = saved_state_run(&sb, &cache, &suite);
+        assert!(rows.iter().all(|r| r.1 == "booted"), "{rows:?}");
+        assert!(fin.output.contains(notice), "{}", fin.output);
+        assert_eq!(rows.iter().filter(|r| r.2).count(), 1, "the kind's state is saved again: {rows:?}");
+        let (_, rows) = saved_state_run(&sb, &cache, &suite);
+        assert!(rows.iter().all(|r| r.1 == "restored"), "{rows:?}");
+    };
+    // 3b. A saved overlay qemu-img can't open.
     std::fs::write(states[0].join("root.qcow2"), b"not a qcow2 image").unwrap();
-    let (fin, rows) = saved_state_run(&sb, &cache, &suite);
-    assert!(rows.iter().all(|r| r.1 == "booted"), "{rows:?}");
-    assert!(fin.output.contains("can't be used (creating overlay"), "{}", fin.output);
-    assert_eq!(rows.iter().filter(|r| r.2).count(), 1, "the kind's state is saved again: {rows:?}");
-    let (_, rows) = saved_state_run(&sb, &cache, &suite);
-    assert!(rows.iter().all(|r| r.1 == "restored"), "{rows:?}");
+    booted_instead_then_restored("can't be used (creating overlay");
+    // 3c. A RAM file that is not the guest's size (cut short).
+    let ram = std::fs::OpenOptions::new().write(true).open(states[0].join("ram")).unwrap();
+    ram.set_len(1 << 20).unwrap();
+    booted_instead_then_restored("ram is missing, not a regular file, or not");
 
     // 4. `--fresh-boot` boots and saves nothing.
     std::fs::remove_dir_all(&states[0]).unwrap();

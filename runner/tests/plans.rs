@@ -9,7 +9,7 @@ mod support;
 use std::path::PathBuf;
 
 use support::{repo_root as root, snapshot_settings as settings};
-use vmrepro::infra::qemu::args::{kernel_cmdline, qemu_args, shell_line, Accelerator, QemuConfig};
+use vmrepro::infra::qemu::args::{kernel_cmdline, qemu_args, shell_line, Accelerator, GuestRam, QemuConfig};
 
 #[test]
 fn every_suite_compiles_into_its_plan() {
@@ -63,6 +63,7 @@ fn qemu_command_line_for_a_tcg_guest() {
         qga_socket: "/RUN/alpha/qga.sock".into(),
         console_log: "/RESULTS/vms/alpha/console.log".into(),
         shell_socket: "/RUN/alpha/shell.sock".into(),
+        ram: GuestRam::Anonymous,
         incoming: None,
         console_append: false,
         pinned_cpu: None,
@@ -93,6 +94,35 @@ fn qemu_command_line_for_a_tcg_guest() {
     let same: Vec<&String> = r[..r.len() - 2].iter().filter(|a| !a.contains("append=on")).collect();
     let fresh: Vec<&String> = args.iter().filter(|a| !a.starts_with("file,id=console")).collect();
     assert_eq!(same, fresh, "a restored VM has the booted VM's devices");
+
+    // Mapped states: the booting VM's RAM is the memfd QEMU has as fd 3, shared; the
+    // restored VM maps the state's RAM file privately and loads the rest over QMP.
+    let ram_args = |c: &QemuConfig| -> Vec<String> {
+        let a = qemu_args(c);
+        let i = a.iter().position(|x| x.starts_with("memory-backend-file")).expect("a memory backend");
+        a[i - 1..i + 3].to_vec()
+    };
+    let booting = QemuConfig { ram: GuestRam::Shared, ..config.clone() };
+    assert_eq!(
+        ram_args(&booting),
+        [
+            "-object",
+            "memory-backend-file,id=ram0,size=384M,mem-path=/proc/self/fd/3,share=on",
+            "-machine",
+            "memory-backend=ram0"
+        ]
+    );
+    let mapped = QemuConfig { ram: GuestRam::Mapped("/CACHE/vmstate/KEY,1/ram".into()), ..restored.clone() };
+    assert_eq!(
+        ram_args(&mapped)[1],
+        "memory-backend-file,id=ram0,size=384M,mem-path=/CACHE/vmstate/KEY,,1/ram,share=off,readonly=on,rom=off",
+        "private, read-only file, writable guest RAM; the comma doubled"
+    );
+    let m = qemu_args(&mapped);
+    assert_eq!(&m[m.len() - 2..], ["-incoming", "defer"], "x-ignore-shared is set over QMP before the load");
+    let kvm = qemu_args(&QemuConfig { accel: Accelerator::Kvm, ..booting.clone() });
+    assert!(kvm.windows(2).any(|w| w == ["-accel", "kvm"]) && kvm.windows(2).any(|w| w == ["-cpu", "host"]));
+    assert!(kvm.iter().any(|a| a.ends_with("mem-path=/proc/self/fd/3,share=on")), "KVM maps the same RAM: {kvm:?}");
 }
 
 #[test]

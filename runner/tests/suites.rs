@@ -127,6 +127,7 @@ fn run_suite(path: &Path) -> TestResult {
             let v = v.to_ascii_lowercase();
             !matches!(v.as_str(), "" | "n" | "no" | "f" | "false" | "off" | "0")
         }),
+        state_ram: Default::default(),
     };
     let outcome = rt.block_on(vmrepro::run::run(&plan, &opts, std::future::pending()))?;
     eprintln!("{}", vmrepro::report::summary(&outcome.record));

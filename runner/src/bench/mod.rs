@@ -5,14 +5,18 @@
 //!
 //! One invocation measures, in this order:
 //! 1. `reps` interleaved repetitions of: a bare boot, a vmrepro boot of a generated
-//!    one-VM suite (QEMU spawn → agent answered → first command's output), and a warm
-//!    resolution of the benched suite's images (the order of the first two alternates
-//!    between reps, so neither always runs on a machine the other just warmed);
+//!    one-VM suite (QEMU spawn → agent answered → first command's output), a restore
+//!    of it from a mapped saved state and one from a copied saved state
+//!    ([`crate::infra::qemu::state::StateRam`]), and a warm resolution of the benched
+//!    suite's images (the order of the first four rotates between reps, so none
+//!    always runs on a machine another just warmed);
 //! 2. with `cold`, one build of the boot VM's images into an empty temp cache;
 //! 3. `suite_reps` runs of the benched suite, split into phases from `run.json`
 //!    ([`report::phases`]);
 //! 4. the scaling suite ([`suites::scaling_suite`]) with each client count, with the
-//!    peak resident memory of every VM's QEMU ([`rss`]).
+//!    peak resident memory and proportional set size of every VM's QEMU ([`rss`]),
+//!    once with mapped saved states and once with copied ones (unless
+//!    `--fresh-boot`).
 //!
 //! A measurement that fails is recorded in [`BenchReport::errors`] and left out.
 
@@ -31,6 +35,7 @@ use report::{ScalePoint, SuiteRun, VmMemory};
 use crate::events::{Event, EventSink};
 use crate::infra::images::{resolve_all, Cache, Catalog};
 use crate::infra::qemu::args::Accelerator;
+use crate::infra::qemu::state::StateRam;
 use crate::plan::Plan;
 use crate::run::{RunOptions, RunRecord};
 use crate::schema::Accel;
@@ -201,19 +206,25 @@ async fn interleaved_reps(
     r: &mut BenchReport,
 ) {
     let qemu = crate::infra::qemu::qemu_binary();
-    // The boot VM's kind gets its saved state (if it has none yet) before the reps, so
-    // that every "restoring" run restores.
-    if let Err(e) = vmrepro_boot(boot_plan, catalog, &ctx.opts.cache, boot_results, false, ctx.interrupt()).await {
-        r.errors.push(format!("saving the boot VM's state: {e}"));
+    // The boot VM's kind gets its saved states, mapped and copied (if it has none yet),
+    // before the reps, so that every "restoring" run restores.
+    for ram in [StateRam::Mapped, StateRam::Copied] {
+        let first = vmrepro_boot(boot_plan, catalog, &ctx.opts.cache, boot_results, Start::Saved(ram), ctx.interrupt());
+        if let Err(e) = first.await {
+            if !e.contains("started as Some(Booted)") {
+                r.errors.push(format!("saving the boot VM's {ram:?} state: {e}"));
+            }
+        }
     }
     for rep in 1..=ctx.opts.reps {
         if ctx.stopped() {
             break;
         }
-        // Bare, booting, restoring: each rep starts with the next one, so each goes
-        // first, second and third equally often over three reps.
-        for turn in 0..3 {
-            match (rep + turn) % 3 {
+        // Bare, booting, restoring mapped, restoring copied: each rep starts with the
+        // next one, so each goes first, second, third and fourth equally often over
+        // four reps.
+        for turn in 0..4 {
+            match (rep + turn) % 4 {
                 0 => match bare::boot(&qemu, bare_cfg, BARE_LIMIT).await {
                     Ok(d) => {
                         r.bare_s.push(d.as_secs_f64());
@@ -226,23 +237,35 @@ async fn interleaved_reps(
                     Err(e) => r.errors.push(format!("rep {rep}: {e}")),
                 },
                 n => {
-                    let fresh = n == 1;
-                    let how = if fresh { "booting" } else { "restoring" };
-                    match vmrepro_boot(boot_plan, catalog, &ctx.opts.cache, boot_results, fresh, ctx.interrupt()).await
+                    let start = match n {
+                        1 => Start::Fresh,
+                        2 => Start::Saved(StateRam::Mapped),
+                        _ => Start::Saved(StateRam::Copied),
+                    };
+                    let how = match start {
+                        Start::Fresh => "booting",
+                        Start::Saved(StateRam::Mapped) => "restoring (mapped RAM)",
+                        Start::Saved(StateRam::Copied) => "restoring (copied RAM)",
+                    };
+                    match vmrepro_boot(boot_plan, catalog, &ctx.opts.cache, boot_results, start, ctx.interrupt()).await
                     {
                         Ok(b) => {
                             (ctx.progress)(format!(
                                 "bench: rep {rep}/{}: vmrepro {how}: ready {:.2} s, first output {:.2} s, run {:.2} s",
                                 ctx.opts.reps, b.agent, b.first_output, b.run
                             ));
-                            if fresh {
-                                r.agent_s.push(b.agent);
-                                r.first_output_s.push(b.first_output);
-                                r.run_s.push(b.run);
-                            } else {
-                                r.restored_agent_s.push(b.agent);
-                                r.restored_first_output_s.push(b.first_output);
-                            }
+                            let (ready, output) = match start {
+                                Start::Fresh => {
+                                    r.run_s.push(b.run);
+                                    (&mut r.agent_s, &mut r.first_output_s)
+                                }
+                                Start::Saved(StateRam::Mapped) => {
+                                    (&mut r.restored_agent_s, &mut r.restored_first_output_s)
+                                }
+                                Start::Saved(StateRam::Copied) => (&mut r.copied_agent_s, &mut r.copied_first_output_s),
+                            };
+                            ready.push(b.agent);
+                            output.push(b.first_output);
                         }
                         Err(e) => r.errors.push(format!("rep {rep}: vmrepro {how}: {e}")),
                     }
@@ -291,7 +314,7 @@ async fn suite_runs(ctx: &Ctx<'_>, (suite_plan, suite_catalog): &(Plan, Catalog)
         if ctx.stopped() {
             break;
         }
-        match run_suite(suite_plan, suite_catalog, ctx.opts, ctx.interrupt()).await {
+        match run_suite(suite_plan, suite_catalog, ctx.opts, StateRam::Mapped, ctx.interrupt()).await {
             Ok((dir, rec, _)) => {
                 (ctx.progress)(format!("bench: suite {} run {i}: {:.1} s", rec.suite, rec.timings.total_s));
                 r.suite_runs.push(SuiteRun {
@@ -319,31 +342,54 @@ async fn scaling(ctx: &Ctx<'_>, work: &Path, r: &mut BenchReport) -> Result<(), 
         let path = work.join(format!("bench-scale-{n}.yaml"));
         std::fs::write(&path, suites::scaling_suite(n, &ctx.opts.kernel, ctx.opts.memory_mib))?;
         let (plan, cat) = load(&path, &ctx.opts.images)?;
-        match run_suite(&plan, &cat, ctx.opts, ctx.interrupt()).await {
-            Ok((_, rec, peaks)) => {
-                let vms: Vec<VmMemory> = plan
-                    .vms
-                    .iter()
-                    .map(|v| VmMemory {
-                        vm: v.name.clone(),
-                        guest_mib: v.memory_mib,
-                        peak_rss_mib: peaks.get(&v.name).map_or(0.0, |m| m.rss_kib.max(m.hwm_kib) as f64 / 1024.0),
-                    })
-                    .collect();
-                let boot_max_s = rec.vms.iter().filter_map(|v| v.boot_s).fold(0.0, f64::max);
-                (ctx.progress)(format!("bench: scaling {n} client(s): {:.1} s", rec.timings.total_s));
-                r.scaling.push(ScalePoint {
-                    clients: n,
-                    status: status_text(&rec),
-                    total_s: rec.timings.total_s,
-                    boot_max_s,
-                    vms,
-                });
+        let modes: &[Option<StateRam>] =
+            if ctx.opts.fresh_boot { &[None] } else { &[Some(StateRam::Mapped), Some(StateRam::Copied)] };
+        for &state_ram in modes {
+            if ctx.stopped() {
+                break;
             }
-            Err(e) => r.errors.push(format!("scaling {n}: {e}")),
+            scale_point(ctx, n, &plan, &cat, state_ram, r).await;
         }
     }
     Ok(())
+}
+
+/// One run of the scaling suite `plan` (`n` clients), its saved states holding the RAM
+/// as `state_ram` says (`None`: `--fresh-boot`), into `r.scaling`.
+async fn scale_point(
+    ctx: &Ctx<'_>,
+    n: usize,
+    plan: &Plan,
+    cat: &Catalog,
+    state_ram: Option<StateRam>,
+    r: &mut BenchReport,
+) {
+    match run_suite(plan, cat, ctx.opts, state_ram.unwrap_or_default(), ctx.interrupt()).await {
+        Ok((_, rec, peaks)) => {
+            let vms: Vec<VmMemory> = plan
+                .vms
+                .iter()
+                .map(|v| VmMemory {
+                    vm: v.name.clone(),
+                    guest_mib: v.memory_mib,
+                    peak_rss_mib: peaks.get(&v.name).map_or(0.0, |m| m.rss_kib.max(m.hwm_kib) as f64 / 1024.0),
+                    peak_pss_mib: peaks.get(&v.name).map_or(0.0, |m| m.pss_kib as f64 / 1024.0),
+                    start: rec.vms.iter().find(|x| x.name == v.name).and_then(|x| x.start),
+                })
+                .collect();
+            let boot_max_s = rec.vms.iter().filter_map(|v| v.boot_s).fold(0.0, f64::max);
+            (ctx.progress)(format!("bench: scaling {n} client(s), {state_ram:?} RAM: {:.1} s", rec.timings.total_s));
+            r.scaling.push(ScalePoint {
+                clients: n,
+                state_ram,
+                status: status_text(&rec),
+                total_s: rec.timings.total_s,
+                boot_max_s,
+                vms,
+            });
+        }
+        Err(e) => r.errors.push(format!("scaling {n} ({state_ram:?}): {e}")),
+    }
 }
 
 /// `run.json`'s spelling of the run's status (`passed`, …).
@@ -365,15 +411,26 @@ struct Boot {
     run: f64,
 }
 
+/// How a vmrepro boot in the bench starts its VM.
+#[derive(Debug, Clone, Copy)]
+enum Start {
+    /// `--fresh-boot`: it boots.
+    Fresh,
+    /// From its kind's saved state holding the RAM so (it boots and saves it if there
+    /// is none yet).
+    Saved(StateRam),
+}
+
 /// Runs the one-VM boot suite with `run::run`, timing its events: `VmStarted` (QEMU
 /// spawned) → `VmReady` → the first step's `StepFinished` (its output is in by then).
-/// The run folder goes under `results` (the bench's temp folder).
+/// The run folder goes under `results` (the bench's temp folder). It is an error if the
+/// VM did not start as `start` asked (a restore that booted).
 async fn vmrepro_boot(
     plan: &Plan,
     catalog: &Catalog,
     cache: &Cache,
     results: &Path,
-    fresh_boot: bool,
+    start: Start,
     interrupt: impl std::future::Future<Output = ()>,
 ) -> Result<Boot, String> {
     #[derive(Default)]
@@ -400,8 +457,12 @@ async fn vmrepro_boot(
         catalog: catalog.clone(),
         events,
         run_dir: None,
-        fresh_boot,
+        fresh_boot: matches!(start, Start::Fresh),
         pin: false,
+        state_ram: match start {
+            Start::Saved(ram) => ram,
+            Start::Fresh => StateRam::Mapped,
+        },
     };
     let t = Instant::now();
     let out = crate::run::run(plan, &opts, interrupt).await.map_err(|e| e.to_string())?;
@@ -412,10 +473,17 @@ async fn vmrepro_boot(
     }
     // A "restoring" run that booted (no saved state, or one QEMU couldn't load) is not
     // counted as a restore.
-    let started = out.record.vms.first().and_then(|v| v.start);
-    let wanted = if fresh_boot { crate::run::VmStart::Booted } else { crate::run::VmStart::Restored };
+    let vm = out.record.vms.first();
+    let started = vm.and_then(|v| v.start);
+    let wanted =
+        if matches!(start, Start::Fresh) { crate::run::VmStart::Booted } else { crate::run::VmStart::Restored };
     if started != Some(wanted) {
         return Err(format!("the VM started as {started:?}, not {wanted:?}"));
+    }
+    if let (Start::Saved(ram), Some(got)) = (start, vm.and_then(|v| v.state_ram)) {
+        if got != ram {
+            return Err(format!("its saved state held the RAM {got:?}, not {ram:?}"));
+        }
     }
     let s = seen.lock().expect("not poisoned");
     match (s.started, s.ready, s.output) {
@@ -432,6 +500,7 @@ async fn run_suite(
     plan: &Plan,
     catalog: &Catalog,
     opts: &BenchOptions,
+    state_ram: StateRam,
     interrupt: impl std::future::Future<Output = ()>,
 ) -> Result<(PathBuf, RunRecord, rss::Peaks), String> {
     let run_opts = RunOptions {
@@ -442,6 +511,7 @@ async fn run_suite(
         run_dir: None,
         fresh_boot: opts.fresh_boot,
         pin: opts.pin,
+        state_ram,
     };
     let sampler = rss::Sampler::start(RSS_INTERVAL);
     let out = crate::run::run(plan, &run_opts, interrupt).await;

@@ -26,10 +26,18 @@ pub struct BenchReport {
     pub agent_s: Vec<f64>,
     /// vmrepro, booting: QEMU spawn → the first command's output received, per rep.
     pub first_output_s: Vec<f64>,
-    /// vmrepro, restoring the saved state: QEMU spawn → ready, per rep.
+    /// vmrepro, restoring a mapped saved state (its RAM file mapped copy-on-write, the
+    /// default): QEMU spawn → ready, per rep.
     pub restored_agent_s: Vec<f64>,
-    /// vmrepro, restoring the saved state: QEMU spawn → the first command's output.
+    /// vmrepro, restoring a mapped saved state: QEMU spawn → the first command's output.
     pub restored_first_output_s: Vec<f64>,
+    /// vmrepro, restoring a copied saved state (the RAM in the migration stream, the
+    /// fallback): QEMU spawn → ready, per rep.
+    #[serde(default)]
+    pub copied_agent_s: Vec<f64>,
+    /// vmrepro, restoring a copied saved state: QEMU spawn → the first command's output.
+    #[serde(default)]
+    pub copied_first_output_s: Vec<f64>,
     /// vmrepro: the whole one-VM run (images, network, boot, step, teardown), per rep.
     pub run_s: Vec<f64>,
     /// Warm resolution of the suite's images (cache lookups), per rep.
@@ -82,6 +90,11 @@ pub struct VmMemory {
     pub guest_mib: u64,
     /// Peak resident set of its QEMU (the larger of sampled `VmRSS` and `VmHWM`), MiB.
     pub peak_rss_mib: f64,
+    /// Largest sampled proportional set size of its QEMU (`smaps_rollup` `Pss`), MiB:
+    /// pages shared with other QEMUs count a share each.
+    pub peak_pss_mib: f64,
+    /// Whether it booted or was restored.
+    pub start: Option<crate::run::VmStart>,
 }
 
 /// One point of the scaling measurement.
@@ -89,6 +102,8 @@ pub struct VmMemory {
 pub struct ScalePoint {
     /// NFS clients.
     pub clients: usize,
+    /// How its saved states held the RAM (`None`: `--fresh-boot`, every VM booted).
+    pub state_ram: Option<crate::infra::qemu::state::StateRam>,
     /// The run's status.
     pub status: String,
     /// The whole run, seconds.
@@ -164,12 +179,14 @@ pub fn markdown(r: &BenchReport) -> String {
         r.host_cpus, r.accel, r.boot_kernel, r.reps
     );
     s.push_str("| measurement | n | min | median | max |\n|---|---|---|---|---|\n");
-    let rows: [(&str, &[f64], usize); 7] = [
+    let rows: [(&str, &[f64], usize); 9] = [
         ("bare QEMU: spawn → rootfs command → exit (s)", &r.bare_s, 2),
         ("vmrepro booting: QEMU spawn → ready (agent answered, identity set) (s)", &r.agent_s, 2),
         ("vmrepro booting: QEMU spawn → first command's output (s)", &r.first_output_s, 2),
-        ("vmrepro restoring: QEMU spawn → ready (s)", &r.restored_agent_s, 2),
-        ("vmrepro restoring: QEMU spawn → first command's output (s)", &r.restored_first_output_s, 2),
+        ("vmrepro restoring, mapped RAM: QEMU spawn → ready (s)", &r.restored_agent_s, 2),
+        ("vmrepro restoring, mapped RAM: QEMU spawn → first command's output (s)", &r.restored_first_output_s, 2),
+        ("vmrepro restoring, copied RAM: QEMU spawn → ready (s)", &r.copied_agent_s, 2),
+        ("vmrepro restoring, copied RAM: QEMU spawn → first command's output (s)", &r.copied_first_output_s, 2),
         ("vmrepro: whole one-VM run (s)", &r.run_s, 2),
         ("warm image resolution of the suite (s)", &r.images_warm_s, 3),
     ];
@@ -179,12 +196,15 @@ pub fn markdown(r: &BenchReport) -> String {
     for (name, a) in [
         ("booting: ready", &r.agent_s),
         ("booting: first output", &r.first_output_s),
-        ("restoring: ready", &r.restored_agent_s),
-        ("restoring: first output", &r.restored_first_output_s),
+        ("restoring, mapped RAM: ready", &r.restored_agent_s),
+        ("restoring, mapped RAM: first output", &r.restored_first_output_s),
+        ("restoring, copied RAM: ready", &r.copied_agent_s),
     ] {
         let q = ratios(a, &r.bare_s);
         s.push_str(&format!("| ratio vmrepro {name} / bare (per rep) | {} | {} |\n", q.len(), cells(&q, 2)));
     }
+    let q = ratios(&r.restored_agent_s, &r.copied_agent_s);
+    s.push_str(&format!("| ratio restoring ready, mapped / copied RAM (per rep) | {} | {} |\n", q.len(), cells(&q, 2)));
     if let Some((what, secs)) = &r.images_cold {
         s.push_str(&format!("| cold image build: {what} (s) | 1 | {secs:.1} | {secs:.1} | {secs:.1} |\n"));
     }
@@ -200,8 +220,8 @@ pub fn markdown(r: &BenchReport) -> String {
         }
     }
     if !r.scaling.is_empty() {
-        s.push_str("\nScaling (server + N clients, 20 MB read each):\n\n");
-        s.push_str("| clients | VMs | status | wall s | slowest boot s | QEMU peak RSS MiB (min–max) | guest RAM MiB | max RSS − RAM MiB |\n|---|---|---|---|---|---|---|---|\n");
+        s.push_str("\nScaling (server + N clients, 20 MB read each; PSS: each QEMU's largest proportional set size, pages shared between QEMUs counted once in the sum):\n\n");
+        s.push_str("| clients | saved-state RAM | VMs (restored) | status | wall s | slowest boot s | QEMU peak RSS MiB (min–max) | summed peak PSS MiB | restored clients' PSS MiB (min–max) | guest RAM MiB | max RSS − RAM MiB |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
         for p in &r.scaling {
             let rss: Vec<f64> = p.vms.iter().map(|v| v.peak_rss_mib).collect();
             let over = p.vms.iter().map(|v| v.peak_rss_mib - v.guest_mib as f64).fold(f64::NEG_INFINITY, f64::max);
@@ -211,16 +231,31 @@ pub fn markdown(r: &BenchReport) -> String {
                 m.dedup();
                 m.iter().map(u64::to_string).collect()
             };
-            let (lo, hi) = rss.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
             let over = if over.is_finite() { format!("{over:.0}") } else { "–".into() };
-            let range = if rss.is_empty() { "–".into() } else { format!("{lo:.0}–{hi:.0}") };
+            let range = |v: &[f64]| {
+                let (lo, hi) = v.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+                if v.is_empty() {
+                    "–".to_string()
+                } else {
+                    format!("{lo:.0}–{hi:.0}")
+                }
+            };
+            let restored: Vec<&VmMemory> =
+                p.vms.iter().filter(|v| v.start == Some(crate::run::VmStart::Restored)).collect();
+            let restored_pss: Vec<f64> =
+                restored.iter().filter(|v| v.vm.starts_with("client")).map(|v| v.peak_pss_mib).collect();
+            let pss: f64 = p.vms.iter().map(|v| v.peak_pss_mib).sum();
+            let how = p.state_ram.map_or("none (booted)".to_string(), |m| format!("{m:?}").to_lowercase());
             s.push_str(&format!(
-                "| {} | {} | {} | {:.1} | {:.1} | {range} | {} | {over} |\n",
+                "| {} | {how} | {} ({}) | {} | {:.1} | {:.1} | {} | {pss:.0} | {} | {} | {over} |\n",
                 p.clients,
                 p.vms.len(),
+                restored.len(),
                 p.status,
                 p.total_s,
                 p.boot_max_s,
+                range(&rss),
+                range(&restored_pss),
                 ram.join(", ")
             ));
         }
@@ -303,6 +338,8 @@ mod tests {
             first_output_s: vec![4.2, 4.8, 5.1],
             restored_agent_s: vec![1.0, 0.75, 1.25],
             restored_first_output_s: vec![1.1, 0.9, 1.3],
+            copied_agent_s: vec![2.0, 3.0, 2.5],
+            copied_first_output_s: vec![2.1, 3.1, 2.6],
             run_s: vec![6.0, 6.5, 7.0],
             images_warm_s: vec![0.01, 0.02, 0.03],
             images_cold: None,
@@ -315,12 +352,25 @@ mod tests {
             }],
             scaling: vec![ScalePoint {
                 clients: 1,
+                state_ram: Some(crate::infra::qemu::state::StateRam::Mapped),
                 status: "passed".into(),
                 total_s: 30.0,
                 boot_max_s: 9.5,
                 vms: vec![
-                    VmMemory { vm: "server".into(), guest_mib: 512, peak_rss_mib: 540.4 },
-                    VmMemory { vm: "client-1".into(), guest_mib: 384, peak_rss_mib: 470.0 },
+                    VmMemory {
+                        vm: "server".into(),
+                        guest_mib: 512,
+                        peak_rss_mib: 540.4,
+                        peak_pss_mib: 530.2,
+                        start: Some(crate::run::VmStart::Booted),
+                    },
+                    VmMemory {
+                        vm: "client-1".into(),
+                        guest_mib: 384,
+                        peak_rss_mib: 470.0,
+                        peak_pss_mib: 300.4,
+                        start: Some(crate::run::VmStart::Restored),
+                    },
                 ],
             }],
             errors: vec!["rep 2: bare QEMU: boom".into()],
@@ -331,11 +381,23 @@ mod tests {
         // Per-rep ratios 2.0, 1.5, 2.0 → min 1.50, median 2.00, max 2.00.
         assert!(md.contains("| ratio vmrepro booting: ready / bare (per rep) | 3 | 1.50 | 2.00 | 2.00 |"), "{md}");
         // Restoring: 0.5, 0.25, 0.5.
-        assert!(md.contains("| ratio vmrepro restoring: ready / bare (per rep) | 3 | 0.25 | 0.50 | 0.50 |"), "{md}");
+        assert!(
+            md.contains("| ratio vmrepro restoring, mapped RAM: ready / bare (per rep) | 3 | 0.25 | 0.50 | 0.50 |"),
+            "{md}"
+        );
+        // Mapped against copied, rep by rep: 0.5, 0.25, 0.5.
+        assert!(
+            md.contains("| ratio restoring ready, mapped / copied RAM (per rep) | 3 | 0.25 | 0.50 | 0.50 |"),
+            "{md}"
+        );
         assert!(md.contains("| steps on server (2 steps) | 7.5 | 6.0 | 5.0 |"), "{md}");
         assert!(md.contains("| teardown | – | 0.3 | – |"), "{md}");
         // RSS 470–540 MiB; the most over guest RAM is client-1's 86 MiB.
-        assert!(md.contains("| 1 | 2 | passed | 30.0 | 9.5 | 470–540 | 384, 512 | 86 |"), "{md}");
+        // PSS 530.2 + 300.4 = 831; the one restored client's 300.
+        assert!(
+            md.contains("| 1 | mapped | 2 (1) | passed | 30.0 | 9.5 | 470–540 | 831 | 300–300 | 384, 512 | 86 |"),
+            "{md}"
+        );
         assert!(md.contains("error: rep 2: bare QEMU: boom"));
     }
 }

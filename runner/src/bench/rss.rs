@@ -4,7 +4,10 @@
 //! Sources: `/proc/<pid>/stat` (field 4, the parent PID), `/proc/<pid>/cmdline` (QEMU's
 //! `-name guest=<vm>,…`, as `infra::qemu::args` writes it) and `/proc/<pid>/status`
 //! (`VmRSS`, the resident set now, and `VmHWM`, its high-water mark; both in kB,
-//! which the kernel means as KiB).
+//! which the kernel means as KiB), and `/proc/<pid>/smaps_rollup` (`Pss`, the
+//! proportional set size: each resident page divided by the number of processes
+//! mapping it, so that VMs restored from one mapped RAM file share its pages; Linux ≥
+//! 4.14).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,21 +21,31 @@ pub struct ProcMem {
     pub rss_kib: u64,
     /// `VmHWM`: the most it was resident at any time.
     pub hwm_kib: u64,
+    /// `Pss` of `smaps_rollup` (0 where the kernel has none); as a peak, the largest
+    /// sample.
+    pub pss_kib: u64,
 }
 
 /// Parses `VmRSS` and `VmHWM` from the text of `/proc/<pid>/status`. `None` when
 /// `VmRSS` is missing (a kernel thread, or a process that has become a zombie).
 pub fn parse_status(text: &str) -> Option<ProcMem> {
-    let field = |name: &str| {
-        text.lines().find_map(|l| {
-            let rest = l.strip_prefix(name)?.strip_prefix(':')?;
-            let mut it = rest.split_whitespace();
-            let n = it.next()?.parse::<u64>().ok()?;
-            (it.next() == Some("kB")).then_some(n)
-        })
-    };
-    let rss_kib = field("VmRSS")?;
-    Some(ProcMem { rss_kib, hwm_kib: field("VmHWM").unwrap_or(rss_kib).max(rss_kib) })
+    let rss_kib = kib_field(text, "VmRSS")?;
+    Some(ProcMem { rss_kib, hwm_kib: kib_field(text, "VmHWM").unwrap_or(rss_kib).max(rss_kib), pss_kib: 0 })
+}
+
+/// Parses `Pss` (KiB) from the text of `/proc/<pid>/smaps_rollup`.
+pub fn parse_pss(text: &str) -> Option<u64> {
+    kib_field(text, "Pss")
+}
+
+/// The value of line `NAME: <n> kB` in a `/proc` file's text.
+fn kib_field(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(name)?.strip_prefix(':')?;
+        let mut it = rest.split_whitespace();
+        let n = it.next()?.parse::<u64>().ok()?;
+        (it.next() == Some("kB")).then_some(n)
+    })
 }
 
 /// The parent PID from the text of `/proc/<pid>/stat` (the field after the command
@@ -94,10 +107,16 @@ impl Sampler {
                     else {
                         continue;
                     };
+                    let pss = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+                        .ok()
+                        .as_deref()
+                        .and_then(parse_pss)
+                        .unwrap_or(0);
                     let mut peaks = p.lock().expect("not poisoned");
                     let e = peaks.entry(name).or_default();
                     e.rss_kib = e.rss_kib.max(m.rss_kib);
                     e.hwm_kib = e.hwm_kib.max(m.hwm_kib);
+                    e.pss_kib = e.pss_kib.max(pss);
                 }
                 std::thread::sleep(interval);
             }
@@ -129,7 +148,14 @@ mod tests {
 
     #[test]
     fn status_gives_rss_and_high_water_mark_in_kib() {
-        assert_eq!(parse_status(STATUS), Some(ProcMem { rss_kib: 398_120, hwm_kib: 412_332 }));
+        assert_eq!(parse_status(STATUS), Some(ProcMem { rss_kib: 398_120, hwm_kib: 412_332, pss_kib: 0 }));
+    }
+
+    #[test]
+    fn smaps_rollup_gives_the_proportional_set_size() {
+        let rollup = "55d6a0000000-7ffd1b3fe000 ---p 00000000 00:00 0    [rollup]\nRss:              251332 kB\nPss:              163530 kB\nPss_Dirty:        120004 kB\nPss_Anon:         118000 kB\nPss_File:          45530 kB\n";
+        assert_eq!(parse_pss(rollup), Some(163_530), "Pss, not Pss_Dirty or Pss_File");
+        assert_eq!(parse_pss("Rss: 5 kB\n"), None);
     }
 
     #[test]

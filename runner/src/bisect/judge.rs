@@ -102,6 +102,7 @@ impl Judge for SuiteJudge {
             run_dir: Some(run_dir.to_path_buf()),
             fresh_boot: self.fresh_boot,
             pin: self.pin,
+            state_ram: Default::default(),
         };
         let outcome = crate::run::run(&plan, &opts, self.stopped()).await.map_err(BisectError::Run)?;
         let vm = &plan.vms[self.vm].name;

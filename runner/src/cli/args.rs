@@ -56,6 +56,13 @@ pub(crate) enum Command {
         /// load and changed nothing on a quiet host (BENCHMARKS.md, "Pinning").
         #[arg(long, env = "VMREPRO_PIN", value_parser = clap::builder::FalseyValueParser::new())]
         pin: bool,
+        /// How saved states hold the guest's RAM: `mapped` (a RAM file each restored
+        /// VM maps copy-on-write; the default) or `copied` (in the migration stream,
+        /// copied into each restored VM's own anonymous memory, which KVM can back
+        /// with transparent huge pages: for memory-bound workloads under KVM). The two
+        /// are different saved states.
+        #[arg(long, value_enum, default_value = "mapped")]
+        state_ram: StateRamArg,
     },
     /// Write a run folder's report.md and report.html again (no VM).
     Report {
@@ -220,13 +227,15 @@ pub(crate) enum Command {
     /// In one invocation, interleaved, `--reps` times: a bare `qemu-system-x86_64` boot
     /// of the runner's kernel, initramfs and rootfs (same machine, accelerator, CPU,
     /// memory), timed from QEMU's spawn until QEMU exits after the rootfs printed a
-    /// marker and powered off; vmrepro's boot of the same VM (a generated one-VM suite)
-    /// to "guest agent answered" and to "first command's output received"; a warm
+    /// marker and powered off; vmrepro's boot of the same VM (a generated one-VM suite),
+    /// its start from a saved state with the RAM mapped and with the RAM copied, each to
+    /// "guest agent answered" and to "first command's output received"; a warm
     /// resolution of `--suite`'s images. Then `--suite-reps` runs of `--suite`, split into
     /// phases from run.json, and the scaling suite (an NFS server and N clients reading
-    /// 20 MB each) for each `--scale` N, with each QEMU's peak resident memory
-    /// (/proc/PID/status VmRSS and VmHWM). Prints Markdown tables (min / median / max;
-    /// seconds, MiB), or JSON with --json.
+    /// 20 MB each) for each `--scale` N, with mapped and then with copied saved states,
+    /// with each QEMU's peak resident memory (/proc/PID/status VmRSS and VmHWM) and
+    /// proportional set size (/proc/PID/smaps_rollup Pss). Prints Markdown tables
+    /// (min / median / max; seconds, MiB), or JSON with --json.
     Bench(BenchArgs),
     /// Build, fetch or list images.
     Images {
@@ -274,6 +283,15 @@ pub(crate) struct BenchArgs {
     /// Print the report as JSON instead of Markdown.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `run --state-ram` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StateRamArg {
+    /// A RAM file mapped copy-on-write by each restored VM.
+    Mapped,
+    /// The RAM in the migration stream, copied into each restored VM.
+    Copied,
 }
 
 /// `--keep` values.

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::args::{Cli, Command, ImagesCommand, KeepArg};
+use super::args::{Cli, Command, ImagesCommand, KeepArg, StateRamArg};
 use super::progress::{interrupted, progress_sink};
 use super::{bench, bisect, images, interactive, publish};
 use crate::analyse::{analyse_dir, Analysis};
@@ -66,7 +66,7 @@ pub(super) async fn dispatch(cli: Cli) -> i32 {
             }
             code
         }
-        Command::Run { suite, results, junit, keep, fresh_boot, pin } => {
+        Command::Run { suite, results, junit, keep, fresh_boot, pin, state_ram } => {
             let (plan, catalog) = match load_or_exit(&suite, cli.images.as_deref()) {
                 Ok(p) => p,
                 Err(c) => return c,
@@ -79,6 +79,10 @@ pub(super) async fn dispatch(cli: Cli) -> i32 {
                 run_dir: None,
                 fresh_boot,
                 pin,
+                state_ram: match state_ram {
+                    StateRamArg::Mapped => crate::infra::qemu::state::StateRam::Mapped,
+                    StateRamArg::Copied => crate::infra::qemu::state::StateRam::Copied,
+                },
             };
             let keep = match keep {
                 None => crate::run::Keep::Never,

@@ -341,6 +341,15 @@ pub fn doctor() -> Vec<Check> {
         };
         out.push(Check { what: tool, result, optional: false });
     }
+    if find_in_path("qemu-system-x86_64").is_some() {
+        let result = crate::infra::qemu::state::qemu_maps_memfd()
+            .map(|()| "QEMU maps a memfd as guest RAM: restored VMs map their saved RAM".to_string())
+            .map_err(|e| Missing {
+                problem: format!("{e}; saved states will carry the RAM in their stream (slower restores)"),
+                fix: "a kernel with memfd_create (Linux ≥ 3.17) and a QEMU ≥ 8.2 that may open /proc/self/fd".into(),
+            });
+        out.push(Check { what: "saved-state RAM", result, optional: true });
+    }
     out
 }
 

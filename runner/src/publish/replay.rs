@@ -299,6 +299,7 @@ impl Prepared {
             run_dir: None,
             fresh_boot: opts.fresh_boot,
             pin: opts.pin,
+            state_ram: Default::default(),
         };
         let outcome = crate::run::run(&self.plan, &run_opts, interrupt).await?;
         let then_dir = self.bundle.top.join(&self.bundle.info.run);

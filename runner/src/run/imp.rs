@@ -39,6 +39,9 @@ pub struct RunOptions {
     /// the others in turn to the rest (see [`crate::infra::qemu::pin`]). With fewer than
     /// two CPUs the run goes on unpinned, with a notice.
     pub pin: bool,
+    /// How saved states hold the guest's RAM: mapped (the default) unless a benchmark
+    /// compares the fallback (see [`crate::infra::qemu::state`]).
+    pub state_ram: crate::infra::qemu::state::StateRam,
 }
 
 impl std::fmt::Debug for RunOptions {

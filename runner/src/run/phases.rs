@@ -18,7 +18,7 @@ use crate::infra::images::{Cache, Catalog, Resolved};
 use crate::infra::net::Namespace;
 use crate::infra::qemu::accel::{probe_cached, AccelChoice};
 use crate::infra::qemu::args::Accelerator;
-use crate::infra::qemu::state::{StateMeta, StateSupport};
+use crate::infra::qemu::state::{StateMeta, StateRam, StateSupport};
 use crate::infra::qemu::vm::Vm;
 use crate::plan::Plan;
 use crate::schema::Accel;
@@ -41,7 +41,7 @@ pub(super) async fn execute(
     let tmp_path = open_temp_dir(rec, res, stop)?;
     let (ns, taps) = open_network(plan, rec, &mut res.ns)?;
     let ctx = StartContext { plan, rec, cache, images: &images, tmp_path: &tmp_path, taps: &taps, ns };
-    let states = if opts.fresh_boot { None } else { state_support(&env, &opts.events) };
+    let states = if opts.fresh_boot { None } else { state_support(&env, opts.state_ram, &opts.events) };
     let pinned = if opts.pin { pin_vms(plan, rec) } else { vec![None; plan.vms.len()] };
     let starts = start_vms(&ctx, &mut res.vms, &mut res.state_holds, &accel_for, states.as_ref(), &pinned)?;
     rec.save()?;
@@ -119,11 +119,16 @@ fn open_network<'a>(
     Ok((&*ns, taps))
 }
 
-/// Whether this host's QEMU and kernel can save and restore VM states; `None`, with a
-/// notice saying why, when not.
-fn state_support(env: &environment::Environment, events: &EventSink) -> Option<StateSupport> {
-    match StateSupport::probe(&env.host.qemu_version, &env.host.kernel) {
-        Ok(s) => Some(s),
+/// Whether this host's QEMU and kernel can save and restore VM states (holding the
+/// RAM as `ram` asks, or in the fallback); `None`, with a notice saying why, when not.
+fn state_support(env: &environment::Environment, ram: StateRam, events: &EventSink) -> Option<StateSupport> {
+    match StateSupport::probe(&env.host.qemu_version, &env.host.kernel, ram) {
+        Ok(s) => {
+            if let Some(why) = &s.ram_fallback {
+                events(Event::Notice(format!("notice: {why}")));
+            }
+            Some(s)
+        }
         Err(why) => {
             events(Event::Notice(format!("notice: {why}")));
             None

@@ -9,7 +9,7 @@ use crate::infra::images::cache::{Cache, EntryHold};
 use crate::infra::images::gc::Outcome;
 use crate::infra::images::{KernelArtifact, RootfsArtifact};
 use crate::infra::net::mac_for;
-use crate::infra::qemu::args::{command_line, kernel_cmdline, Accelerator, QemuConfig};
+use crate::infra::qemu::args::{command_line, kernel_cmdline, Accelerator, GuestRam, QemuConfig};
 use crate::infra::qemu::state::{self, StateSupport};
 use crate::plan::{Plan, VmPlan};
 
@@ -146,6 +146,7 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
         qga_socket: tdir.join("qga.sock"),
         console_log: vdir.join("console.log"),
         shell_socket: tdir.join(crate::run::SHELL_SOCKET),
+        ram: states.map_or(GuestRam::Anonymous, StateSupport::booting_ram),
         incoming: None,
         console_append: false,
         pinned_cpu,
@@ -159,8 +160,12 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
         // overlay not one qemu-img can open) is removed, and this VM boots and saves
         // it again.
         let (state_file, root) = (dir.join(state::STATE_FILE), dir.join(state::ROOT_FILE));
+        let ram_size =
+            std::fs::symlink_metadata(dir.join(state::RAM_FILE)).ok().filter(|m| m.is_file()).map(|m| m.len());
         let problem = if !(state_file.is_file() && root.is_file()) {
             Some(format!("{} or {} is missing or not a regular file", state::STATE_FILE, state::ROOT_FILE))
+        } else if config.ram != GuestRam::Anonymous && ram_size != Some(v.memory_mib << 20) {
+            Some(format!("{} is missing, not a regular file, or not {} MiB", state::RAM_FILE, v.memory_mib))
         } else if !state::usable_path(&state_file) {
             return None;
         } else {
@@ -200,6 +205,9 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
             log.extend_from_slice(format!("\nvmrepro: {} restored from the saved state\n", v.name).as_bytes());
             std::fs::write(&config.console_log, log).map_err(io_err("writing", &config.console_log))?;
             config.incoming = Some(dir.join(state::STATE_FILE));
+            if config.ram != GuestRam::Anonymous {
+                config.ram = GuestRam::Mapped(dir.join(state::RAM_FILE));
+            }
             config.console_append = true;
             Some(hold)
         }
@@ -227,6 +235,7 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
         clock: None,
         start: Some(if restore_hold.is_some() { VmStart::Restored } else { VmStart::Booted }),
         state: state_key.clone(),
+        state_ram: states.map(|s| s.ram),
         state_saved: false,
         pinned_cpu,
         steps: v

@@ -168,6 +168,12 @@ pub struct VmRecord {
     /// were used (not with `--fresh-boot`).
     #[serde(default)]
     pub state: Option<String>,
+    /// How its kind's saved state holds the guest's RAM: `mapped` (a RAM file each
+    /// restored VM maps copy-on-write) or `copied` (in the migration stream: the
+    /// fallback, with a notice saying why); absent when saved states were not used and
+    /// in run folders of older versions, whose states were all copied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_ram: Option<crate::infra::qemu::state::StateRam>,
     /// Whether this run saved its kind's state (it booted and none was saved yet).
     #[serde(default)]
     pub state_saved: bool,

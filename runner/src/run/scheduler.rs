@@ -20,6 +20,7 @@ use crate::events::{Event, EventSink};
 use crate::infra::images::cache::{Cache, EntryHold};
 use crate::infra::net::Namespace;
 use crate::infra::qemu::args::command_line;
+use crate::infra::qemu::error::AgentError;
 use crate::infra::qemu::state::{self, StateMeta};
 use crate::infra::qemu::vm::{Vm, VmError};
 use crate::measure::script;
@@ -308,25 +309,55 @@ async fn start_vm(vm: &mut Vm, vp: &VmPlan, rec: &Recorder, start: &StartPlan<'_
             boot_instead(vm, vp, rec, start, &why).await?;
             booted = true;
         }
-        Err(e) => return Err(RunError::Vm(e)),
-    }
-    if !booted {
-        // A state put in place of another kind's (copied by hand) would run another
-        // kernel than the one the run records: check the one thing that must hold.
-        let r = vm.exec("kernel-check", "uname -r", None, IDENTITY_TIMEOUT).await?;
-        let got = String::from_utf8_lossy(&r.stdout).trim().to_string();
-        if got != start.meta.kernel_release {
+        // QMP refused to start the load of a mapped state (`migrate-incoming`): the
+        // restore can't begin, so the VM boots.
+        Err(VmError::Agent { source: e @ AgentError::LoadRefused(_), .. }) if can_boot_instead => {
             vm.shutdown().await;
-            let why = format!("the guest runs kernel {got}, not {}", start.meta.kernel_release);
-            boot_instead(vm, vp, rec, start, &why).await?;
+            boot_instead(vm, vp, rec, start, &e.to_string()).await?;
             booted = true;
         }
+        Err(e) => return Err(RunError::Vm(e)),
     }
     if booted {
         if let Some(key) = &start.state_key {
             save_state(vm, vp, rec, start, key).await?;
         }
     }
+    let identity = set_identity(vm, vp, start).await;
+    // A state put in place of another kind's (copied by hand) would run another kernel
+    // than the one the run records: check the one thing that must hold. A restored
+    // guest that can't take its identity is booted instead too.
+    let restore_failed = match &identity {
+        _ if booted => None,
+        Ok(release) if *release == start.meta.kernel_release => None,
+        Ok(release) => Some(format!("the guest runs kernel {release}, not {}", start.meta.kernel_release)),
+        Err(RunError::Vm(VmError::Agent { source: e @ AgentError::Identity { .. }, .. })) => Some(e.to_string()),
+        Err(_) => None,
+    };
+    match restore_failed {
+        Some(why) => {
+            vm.shutdown().await;
+            boot_instead(vm, vp, rec, start, &why).await?;
+            if let Some(key) = &start.state_key {
+                save_state(vm, vp, rec, start, key).await?;
+            }
+            set_identity(vm, vp, start).await?;
+        }
+        None => {
+            identity?;
+        }
+    }
+    // No save reads the guest's RAM from here on.
+    vm.release_ram();
+    vm.set_env(&vp.env);
+    Ok(t.elapsed())
+}
+
+/// Gives `vm` its identity ([`state::identity_script`]) and returns the kernel release
+/// the guest printed first.
+///
+/// Errors: [`RunError::Vm`] when the command can't run or exits non-zero.
+async fn set_identity(vm: &mut Vm, vp: &VmPlan, start: &StartPlan<'_>) -> Result<String, RunError> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
     let script = state::identity_script(&vp.name, &vm.config().mac, start.mtu, &start.cidr, now);
     let mut random = vec![0u8; state::IDENTITY_RANDOM_BYTES];
@@ -342,8 +373,7 @@ async fn start_vm(vm: &mut Vm, vp: &VmPlan, rec: &Recorder, start: &StartPlan<'_
             },
         }));
     }
-    vm.set_env(&vp.env);
-    Ok(t.elapsed())
+    Ok(String::from_utf8_lossy(&r.stdout).lines().next().unwrap_or_default().trim().to_string())
 }
 
 /// Replaces `vm`, whose saved state can't be used (`why`: QEMU could not load it, the

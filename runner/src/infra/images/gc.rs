@@ -179,8 +179,10 @@ fn describe(kind: &str, path: &Path) -> String {
             .map_or_else(
                 || "saved VM state".into(),
                 |m| {
+                    let ram =
+                        if path.join(crate::infra::qemu::state::RAM_FILE).is_file() { "mapped" } else { "copied" };
                     format!(
-                        "saved VM state: kernel {}, {}, {} MiB (saved by {})",
+                        "saved VM state: kernel {}, {}, {} MiB, {ram} RAM (saved by {})",
                         m.kernel_release, m.rootfs, m.memory_mib, m.saved_from
                     )
                 },

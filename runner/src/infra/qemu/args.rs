@@ -47,8 +47,11 @@ pub struct QemuConfig {
     /// Unix socket of the second serial port, `ttyS1` in the guest, where a root
     /// shell waits for `vmrepro shell` (`/sbin/vmrepro-shell`).
     pub shell_socket: PathBuf,
-    /// A saved VM state to start from instead of booting (`-incoming file:<path>`,
-    /// see [`super::state`]).
+    /// Where the guest's RAM lives (see [`GuestRam`]).
+    pub ram: GuestRam,
+    /// A saved VM state to start from instead of booting (`-incoming file:<path>`, or
+    /// `-incoming defer` with a [`GuestRam::Mapped`] RAM: the runner then starts the
+    /// load over QMP, see [`super::state`]).
     pub incoming: Option<PathBuf>,
     /// Append to the console log (which then starts with the saved guest's boot log)
     /// instead of truncating it.
@@ -61,6 +64,33 @@ pub struct QemuConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture: Option<CaptureArgs>,
 }
+
+/// Where a guest's RAM lives. With saved VM states ([`super::state`]) the runner gives
+/// a booting guest [`GuestRam::Shared`] and a restored one [`GuestRam::Mapped`]; without
+/// them, or in the fallback, QEMU's own [`GuestRam::Anonymous`] memory.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuestRam {
+    /// QEMU's anonymous memory (`-m`): a saved state carries the RAM in its migration
+    /// stream, and a restore copies it back in.
+    Anonymous,
+    /// A memfd the runner creates and hands QEMU as file descriptor [`RAM_FD`],
+    /// mapped shared (`memory-backend-file,share=on,mem-path=/proc/self/fd/3`): a save
+    /// with the `x-ignore-shared` migration capability writes only the device state,
+    /// and the runner copies the RAM out of the memfd into the state's RAM file.
+    Shared,
+    /// A saved state's RAM file, mapped privately (copy-on-write:
+    /// `share=off,readonly=on,rom=off`, QEMU ≥ 8.2): QEMU opens the file read-only, the
+    /// guest's pages come from the host's page cache as it touches them, and the VMs
+    /// restored from one file share every page none of them wrote.
+    Mapped(PathBuf),
+}
+
+/// The file descriptor a [`GuestRam::Shared`] guest's memfd has in QEMU.
+pub const RAM_FD: i32 = 3;
+
+/// The QOM id of the guest RAM's memory backend (`-machine memory-backend=ram0`).
+pub const RAM_BACKEND_ID: &str = "ram0";
 
 /// The `filter-dump` netfilter of a VM's netdev: every frame the guest sends or
 /// receives, its first `snaplen` bytes, in pcap format (QEMU's `net/dump.c`; stamped
@@ -98,6 +128,19 @@ pub fn qemu_args(c: &QemuConfig) -> Vec<String> {
     push(&["-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]);
     push(&machine_args(c.accel));
     push(&["-m", &c.memory_mib.to_string(), "-smp", &c.cpus.to_string()]);
+    let backend = |path: &str, mapping: &str| {
+        // `,` in a QEMU option value is written `,,`.
+        let path = path.replace(',', ",,");
+        format!("memory-backend-file,id={RAM_BACKEND_ID},size={}M,mem-path={path},{mapping}", c.memory_mib)
+    };
+    let ram = match &c.ram {
+        GuestRam::Anonymous => None,
+        GuestRam::Shared => Some(backend(&format!("/proc/self/fd/{RAM_FD}"), "share=on")),
+        GuestRam::Mapped(file) => Some(backend(&p(file), "share=off,readonly=on,rom=off")),
+    };
+    if let Some(object) = ram {
+        push(&["-object", &object, "-machine", &format!("memory-backend={RAM_BACKEND_ID}")]);
+    }
     push(&["-kernel", &p(&c.kernel), "-initrd", &p(&c.initrd), "-append", &c.append]);
     push(&["-drive", &format!("file={},if=none,id=root,format=qcow2,cache=unsafe,discard=unmap", p(&c.root_overlay))]);
     push(&["-device", "virtio-blk-pci,drive=root"]);
@@ -130,8 +173,11 @@ pub fn qemu_args(c: &QemuConfig) -> Vec<String> {
     // client connects.
     push(&["-chardev", &format!("socket,id=shell,path={},server=on,wait=off", p(&c.shell_socket))]);
     push(&["-serial", "chardev:shell"]);
-    if let Some(state) = &c.incoming {
-        push(&["-incoming", &format!("file:{}", p(state))]);
+    match (&c.incoming, &c.ram) {
+        // The x-ignore-shared capability must be set before the load starts: over QMP.
+        (Some(_), GuestRam::Mapped(_)) => push(&["-incoming", "defer"]),
+        (Some(state), _) => push(&["-incoming", &format!("file:{}", p(state))]),
+        (None, _) => {}
     }
     a
 }
@@ -221,12 +267,24 @@ fn host_cmdline() -> Option<String> {
 
 /// `qemu-cmdline.txt`'s line for `c`: `<qemu_binary()> <qemu_args(c)>`, shell-quoted,
 /// behind `taskset -c N` when the VM is pinned to host CPU N (`--pin`), so that the
-/// line run by hand starts QEMU as the runner did.
+/// line run by hand starts QEMU as the runner did. A [`GuestRam::Shared`] guest's line
+/// opens a new file under `/dev/shm` as descriptor [`RAM_FD`] in place of the
+/// runner's memfd; a mapped restore's line (`-incoming defer`) comes after a comment
+/// naming the QMP commands that start its load.
 pub fn command_line(c: &QemuConfig) -> String {
-    let line = shell_line(&super::qemu_binary(), &qemu_args(c));
-    match c.pinned_cpu {
-        Some(cpu) => format!("taskset -c {cpu} {line}"),
-        None => line,
+    let mut line = shell_line(&super::qemu_binary(), &qemu_args(c));
+    if c.ram == GuestRam::Shared {
+        line.push_str(&format!(" {RAM_FD}<>\"$(mktemp /dev/shm/vmrepro-ram.XXXXXX)\""));
+    }
+    if let Some(cpu) = c.pinned_cpu {
+        line = format!("taskset -c {cpu} {line}");
+    }
+    match (&c.incoming, &c.ram) {
+        (Some(state), GuestRam::Mapped(_)) => format!(
+            "# then on the QMP socket: migrate-set-capabilities x-ignore-shared on; migrate-incoming file:{}\n{line}",
+            state.display()
+        ),
+        _ => line,
     }
 }
 
@@ -245,6 +303,32 @@ pub fn shell_line(program: &str, args: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `qemu-cmdline.txt` runs by hand: a booting guest's line opens a file as the
+    /// RAM descriptor; a mapped restore's says how its load starts.
+    #[test]
+    fn the_command_line_file_says_what_the_runner_adds_by_hand() {
+        let booting = QemuConfig {
+            ram: GuestRam::Shared,
+            ..super::super::state::tests::config("a", Accelerator::Tcg, 384, None)
+        };
+        let line = command_line(&booting);
+        assert!(line.ends_with(" 3<>\"$(mktemp /dev/shm/vmrepro-ram.XXXXXX)\""), "{line}");
+        assert!(line.contains("mem-path=/proc/self/fd/3,share=on"), "{line}");
+        let restored = QemuConfig {
+            ram: GuestRam::Mapped("/cache/vmstate/k/ram".into()),
+            incoming: Some("/cache/vmstate/k/state".into()),
+            pinned_cpu: Some(1),
+            ..booting
+        };
+        let text = command_line(&restored);
+        let (comment, line) = text.split_once('\n').expect("two lines");
+        assert_eq!(
+            comment,
+            "# then on the QMP socket: migrate-set-capabilities x-ignore-shared on; migrate-incoming file:/cache/vmstate/k/state"
+        );
+        assert!(line.starts_with("taskset -c 1 ") && line.ends_with("-incoming defer"), "{line}");
+    }
 
     /// Every parameter the runner writes is one a suite may not give.
     #[test]

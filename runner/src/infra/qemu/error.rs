@@ -31,6 +31,10 @@ pub enum AgentError {
         /// QEMU's `error-desc`, or that it gave none.
         reason: String,
     },
+    /// QMP refused to start loading a saved state (`migrate-set-capabilities` or
+    /// `migrate-incoming`, [`super::qmp::Qmp::load_state`]).
+    #[error("QEMU refused to load the saved state: {0}")]
+    LoadRefused(std::io::Error),
     /// After a save, the guest was not running again in time.
     #[error("the guest did not run again within {}s after saving its state", limit.as_secs())]
     ResumeTimeout {

@@ -111,6 +111,31 @@ impl Qmp {
         }
     }
 
+    /// `migrate-set-capabilities` `x-ignore-shared` on: a migration then leaves out
+    /// the RAM mapped shared from a file (a [`super::args::GuestRam::Shared`] guest's
+    /// memfd), and a load expects a stream without it. QEMU ≥ 4.0 (an unstable
+    /// capability).
+    pub async fn ignore_shared_ram(&self) -> std::io::Result<()> {
+        let on = qapi::qmp::MigrationCapabilityStatus {
+            capability: qapi::qmp::MigrationCapability::x_ignore_shared,
+            state: true,
+        };
+        self.execute(qapi::qmp::migrate_set_capabilities { capabilities: vec![on] }).await.map(|_| ())
+    }
+
+    /// Loads the saved device state `path` into a QEMU started with `-incoming defer`
+    /// whose RAM is a mapped state's RAM file: [`Qmp::ignore_shared_ram`], then
+    /// `migrate-incoming` `file:<path>`. Returns once the load started; QEMU runs the
+    /// guest when it is done (or exits if it fails: `exit-on-error` is on).
+    ///
+    /// Errors: QMP refused either command.
+    pub async fn load_state(&self, path: &Path) -> std::io::Result<()> {
+        self.ignore_shared_ram().await?;
+        let uri = format!("file:{}", path.display());
+        let cmd = qapi::qmp::migrate_incoming { uri: Some(uri), channels: None, exit_on_error: None };
+        self.execute(cmd).await.map(|_| ())
+    }
+
     /// Whether a migration is under way (`query-migrate`: `setup`, `active`, …; not
     /// `none`, `completed`, `failed` or `cancelled`).
     pub async fn migration_active(&self) -> std::io::Result<bool> {
@@ -190,9 +215,16 @@ mod tests {
         }
 
         async fn start_with(socket: &Path, extra: &[String]) -> Qemu {
-            let child = std::process::Command::new(crate::infra::qemu::qemu_binary())
-                .args(extra)
-                .args(["-machine", "none", "-display", "none", "-nodefaults", "-chardev"])
+            let mut cmd = std::process::Command::new(crate::infra::qemu::qemu_binary());
+            cmd.args(extra).args(["-machine", "none", "-display", "none", "-nodefaults"]);
+            Self::launch(cmd, socket).await
+        }
+
+        /// Starts `cmd` (a QEMU command line) with its QMP monitor on `socket` and
+        /// waits for the socket.
+        async fn launch(mut cmd: std::process::Command, socket: &Path) -> Qemu {
+            let child = cmd
+                .arg("-chardev")
                 .arg(format!("socket,id=qmp,path={},server=on,wait=off", socket.display()))
                 .args(["-mon", "chardev=qmp,mode=control"])
                 .stdin(std::process::Stdio::null())
@@ -219,6 +251,75 @@ mod tests {
             let _ = self.0.kill();
             let _ = self.0.wait();
         }
+    }
+
+    /// A paused q35 QEMU (no guest, no CPU run) with RAM of `mib` MiB given as
+    /// `backend` (a `memory-backend-file` object's options), its QMP on `socket`, and
+    /// `extra` arguments, handed descriptor `ram` (if any) as
+    /// [`crate::infra::qemu::args::RAM_FD`]; killed on drop.
+    async fn q35(socket: &Path, mib: u64, backend: &str, extra: &[&str], ram: Option<i32>) -> Qemu {
+        let mut cmd = std::process::Command::new(crate::infra::qemu::qemu_binary());
+        if let Some(fd) = ram {
+            // SAFETY: dup2 only, in the child.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                    crate::infra::qemu::vm::inherit_as(fd, crate::infra::qemu::args::RAM_FD)
+                })
+            };
+        }
+        cmd.args(["-machine", "q35", "-accel", "tcg", "-m", &mib.to_string(), "-S"])
+            .args(["-display", "none", "-nodefaults", "-object"])
+            .arg(format!("memory-backend-file,id=ram0,size={mib}M,{backend}"))
+            .args(["-machine", "memory-backend=ram0"])
+            .args(extra);
+        Qemu::launch(cmd, socket).await
+    }
+
+    /// Mapped saved states with the QEMU here and no guest: a machine whose RAM is a
+    /// shared memfd saves only its device state under `x-ignore-shared`; the RAM file
+    /// written from the memfd, with a marker put into it, is mapped privately by a
+    /// second QEMU that loads the state with [`Qmp::load_state`]; its guest memory is
+    /// the file's (read back with `pmemsave`), and the file is left as it was.
+    #[tokio::test]
+    async fn a_state_saved_without_its_ram_loads_over_a_mapped_ram_file() {
+        use crate::infra::qemu::state::{memfd, write_ram_file, RAM_FILE};
+        use std::os::fd::AsRawFd;
+        const MIB: u64 = 64;
+        let dir = tempfile::tempdir().unwrap();
+        let memfd = memfd().unwrap();
+        let a_socket = dir.path().join("a.sock");
+        let a = q35(&a_socket, MIB, "mem-path=/proc/self/fd/3,share=on", &[], Some(memfd.as_raw_fd())).await;
+        let qmp = Qmp::connect(&a_socket).await.unwrap();
+        qmp.ignore_shared_ram().await.unwrap();
+        let state = dir.path().join("state");
+        qmp.migrate_to_file(&state).await.unwrap();
+        let stream = std::fs::metadata(&state).unwrap().len();
+        assert!(stream < MIB << 20 >> 4, "the stream holds no guest RAM: {stream} bytes");
+        drop(a);
+
+        let ram = dir.path().join(RAM_FILE);
+        let go = std::sync::atomic::AtomicBool::new(false);
+        write_ram_file(&std::fs::File::from(memfd), MIB << 20, &ram, &go).unwrap();
+        let marker = b"vmrepro mapped RAM";
+        let at = 3u64 << 20;
+        std::os::unix::fs::FileExt::write_all_at(&std::fs::File::options().write(true).open(&ram).unwrap(), marker, at)
+            .unwrap();
+        let before = std::fs::read(&ram).unwrap();
+        let b_socket = dir.path().join("b.sock");
+        let backend = format!("mem-path={},share=off,readonly=on,rom=off", ram.display());
+        let _b = q35(&b_socket, MIB, &backend, &["-incoming", "defer"], None).await;
+        let qmp = Qmp::connect(&b_socket).await.unwrap();
+        qmp.load_state(&state).await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while qmp.migration_active().await.unwrap() || qmp.run_state().await.unwrap() == "inmigrate" {
+            assert!(std::time::Instant::now() < deadline, "the load did not end in 20 s");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let dump = dir.path().join("dump");
+        let save = qapi::qmp::pmemsave { val: at, size: marker.len() as u64, filename: dump.display().to_string() };
+        qmp.execute(save).await.unwrap();
+        assert_eq!(std::fs::read(&dump).unwrap(), marker, "guest memory at 3 MiB is the RAM file's");
+        assert!(std::fs::read(&ram).unwrap() == before, "the mapped RAM file is not written");
     }
 
     /// QEMU stopped (SIGSTOP) answers nothing, so a query under a timeout is given up

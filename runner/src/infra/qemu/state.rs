@@ -1,19 +1,37 @@
 //! Saved VM state: boot a kind of VM once, save its state after the guest agent first
 //! answers, and start later VMs of the same kind from that state instead of booting.
 //!
-//! **Saving.** A VM that booted (its kind had no saved state) is migrated live to a file
-//! with QMP `migrate` `file:<path>` (QEMU ≥ 8.2): the guest runs while its memory is
-//! copied and stops only for the last pass, which also flushes its disks. Its qcow2
-//! root overlay is then copied beside the memory, and the VM resumes (`cont`) and runs
-//! its steps. The entry, `<cache>/vmstate/<key>/` ([`STATE_FILE`], [`ROOT_FILE`],
+//! **Saving.** A VM that booted (its kind had no saved state) is migrated to a file
+//! with QMP `migrate` `file:<path>` (QEMU ≥ 8.2): with copied RAM the guest runs while
+//! its memory is copied and stops only for the last pass; with mapped RAM (below) the
+//! stream is the device state alone and the guest stays stopped while the runner
+//! writes its RAM out. Stopping also flushes its disks. Its qcow2 root overlay is then
+//! copied beside the memory, and the VM resumes (`cont`) and runs its steps. The entry, `<cache>/vmstate/<key>/` ([`STATE_FILE`], [`ROOT_FILE`],
 //! [`CONSOLE_FILE`], [`META_FILE`]), is written like every cache entry (build folder,
-//! `fsync`, rename; [`crate::infra::images::cache::Cache::begin_entry`]): one VM saves it,
+//! `fsync`, rename; [`crate::infra::images::cache::Cache::begin_entry`]), with
+//! [`RAM_FILE`] when the RAM is mapped (below): one VM saves it,
 //! and VMs of the same kind that boot at the same time just boot.
 //!
-//! **Restoring.** QEMU starts with the same arguments plus `-incoming file:<state>`, its
+//! **Restoring.** QEMU starts with the same arguments plus `-incoming file:<state>`
+//! (`-incoming defer` and the mapped RAM file, for a mapped state), its
 //! root overlay backed by the saved overlay (so the disk is what the saved guest's page
 //! cache expects), and resumes where the saved guest stopped: its guest agent answers in
 //! a fraction of a second instead of a boot's seconds.
+//!
+//! **The RAM: mapped, not copied** ([`StateRam::Mapped`], the default). A booting VM's
+//! RAM is a memfd mapped shared ([`GuestRam::Shared`]), and its save sets the
+//! `x-ignore-shared` migration capability, so the migration stream holds only the
+//! device state (0.7 MB for a q35 guest, with QEMU's firmware and option ROMs); the
+//! runner then copies the stopped guest's RAM out of the memfd into [`RAM_FILE`],
+//! skipping the pages that are zero ([`write_ram_file`]). A
+//! restored VM maps that file privately, copy-on-write ([`GuestRam::Mapped`]), starts
+//! with `-incoming defer` and loads the device state over QMP with the same capability
+//! ([`super::qmp::Qmp::load_state`]): the load reads no RAM, the guest reads the pages it
+//! touches from the host's page cache, and every VM restored from the file shares the
+//! pages none of them wrote. The fallback, [`StateRam::Copied`], is the stream with the
+//! RAM in it (QEMU's anonymous memory): used when the host can't make a memfd, and
+//! recorded per VM in `run.json` (`vms[].state_ram`). The two kinds of state have
+//! different keys.
 //!
 //! **What a kind is** ([`state_key`]): the SHA-256 of QEMU's version, [`STATE_FORMAT`],
 //! the kernel's and rootfs's cache keys, the size and modification time of the disk
@@ -38,12 +56,15 @@
 
 use std::path::{Path, PathBuf};
 
-use super::args::{qemu_args, QemuConfig};
+use super::args::{qemu_args, GuestRam, QemuConfig};
 
 /// Cache kind of saved VM states.
 pub const KIND: &str = "vmstate";
 /// The migration stream (QMP `migrate` to `file:`).
 pub const STATE_FILE: &str = "state";
+/// The guest's RAM when the state was saved, as a sparse file of the guest's memory
+/// size (only in [`StateRam::Mapped`] states).
+pub const RAM_FILE: &str = "ram";
 /// The root overlay as it was when the state was saved (qcow2, backed by the rootfs).
 pub const ROOT_FILE: &str = "root.qcow2";
 /// The saved guest's serial console up to the save.
@@ -73,6 +94,17 @@ pub struct StateMeta {
     pub took_s: f64,
 }
 
+/// How saved states hold the guest's RAM (see the module docs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateRam {
+    /// A RAM file beside the device state, mapped copy-on-write by each restored VM.
+    #[default]
+    Mapped,
+    /// The RAM inside the migration stream, copied into each restored VM (the fallback).
+    Copied,
+}
+
 /// Whether this host's QEMU can save and restore VM state, and the inputs of every
 /// [`state_key`] that don't depend on the VM.
 #[derive(Debug, Clone)]
@@ -82,15 +114,24 @@ pub struct StateSupport {
     /// The host CPU's model name and flags (`/proc/cpuinfo`) and the host kernel's
     /// release, for KVM keys.
     pub host_cpu: String,
+    /// How the states hold the guest's RAM.
+    pub ram: StateRam,
+    /// Why the states fall back to [`StateRam::Copied`] though [`StateRam::Mapped`]
+    /// was asked for, as a sentence.
+    pub ram_fallback: Option<String>,
 }
 
 impl StateSupport {
     /// Checks QEMU's version (`qemu_version`, the first line of its `--version`: at
-    /// least [`MIN_QEMU`]); `host_kernel` is the host's `/proc/sys/kernel/osrelease`
-    /// (both as the run's environment record read them).
+    /// least [`MIN_QEMU`], which also has the `rom=` property a [`GuestRam::Mapped`]
+    /// RAM needs); `host_kernel` is the host's `/proc/sys/kernel/osrelease` (both as
+    /// the run's environment record read them). `ram` is how the states should hold
+    /// the RAM; [`StateRam::Mapped`] falls back to [`StateRam::Copied`] when the host
+    /// can't create a memfd (`memfd_create`, Linux ≥ 3.17) or this host's QEMU can't
+    /// map one as guest RAM ([`qemu_maps_memfd`], asked once per process).
     ///
     /// Errors: the reason saved states can't be used, as a sentence.
-    pub fn probe(qemu_version: &str, host_kernel: &str) -> Result<StateSupport, String> {
+    pub fn probe(qemu_version: &str, host_kernel: &str, ram: StateRam) -> Result<StateSupport, String> {
         let version = qemu_version.to_string();
         match parse_qemu_version(&version) {
             Some(v) if v >= MIN_QEMU => {}
@@ -110,8 +151,161 @@ impl StateSupport {
             .chain(std::iter::once(host_kernel.trim()))
             .collect::<Vec<_>>()
             .join("\n");
-        Ok(StateSupport { qemu_version: version, host_cpu })
+        let (ram, ram_fallback) = match ram {
+            StateRam::Mapped => {
+                static ANSWER: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+                match ANSWER.get_or_init(qemu_maps_memfd) {
+                    Ok(()) => (StateRam::Mapped, None),
+                    Err(e) => (
+                        StateRam::Copied,
+                        Some(format!("saved states carry the guest's RAM in their migration stream: {e}")),
+                    ),
+                }
+            }
+            StateRam::Copied => (StateRam::Copied, None),
+        };
+        Ok(StateSupport { qemu_version: version, host_cpu, ram, ram_fallback })
     }
+
+    /// The RAM a VM of a kind that may be saved boots with.
+    pub fn booting_ram(&self) -> GuestRam {
+        match self.ram {
+            StateRam::Mapped => GuestRam::Shared,
+            StateRam::Copied => GuestRam::Anonymous,
+        }
+    }
+}
+
+/// A new memfd for a [`GuestRam::Shared`] guest's RAM (close-on-exec; QEMU gets it as
+/// [`super::args::RAM_FD`]).
+///
+/// Errors: `memfd_create` failed.
+pub fn memfd() -> std::io::Result<std::os::fd::OwnedFd> {
+    // `MFD_NOEXEC_SEAL` (Linux ≥ 6.3): guest RAM is never executed by the host, and
+    // with `vm.memfd_noexec` ≥ 1 a memfd without it is refused or warned about; older
+    // kernels refuse the flag (EINVAL), and get the memfd without it.
+    const MFD_NOEXEC_SEAL: libc::c_uint = 0x0008;
+    let create = |flags| {
+        // SAFETY: a NUL-terminated name and flags.
+        unsafe { libc::memfd_create(c"vmrepro-guest-ram".as_ptr(), flags) }
+    };
+    let mut fd = create(libc::MFD_CLOEXEC | MFD_NOEXEC_SEAL);
+    if fd < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        fd = create(libc::MFD_CLOEXEC);
+    }
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new descriptor nothing else owns.
+    let owned: std::os::fd::OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
+    // Above the standard descriptors and RAM_FD (a runner started with one of 0-2
+    // closed would get the memfd there, and a child's dup2 onto it would clobber it).
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor this function owns.
+    let high = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&owned), libc::F_DUPFD_CLOEXEC, 10) };
+    if high < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `high` is a new descriptor nothing else owns; `owned` is closed on return.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(high) })
+}
+
+/// Whether QEMU here can take a memfd as guest RAM the way a [`GuestRam::Shared`]
+/// guest gets it: `qemu-system-x86_64 -machine none` with a 2 MiB
+/// `memory-backend-file` on `/proc/self/fd/3` (a new memfd) and QMP on stdin, told to
+/// `quit`; bounded by 10 s.
+///
+/// Errors: why not, as words (no memfd, QEMU didn't start, or it exited with an error:
+/// its last stderr line).
+pub fn qemu_maps_memfd() -> Result<(), String> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let fd = memfd().map_err(|e| format!("no memfd ({e})"))?;
+    let raw = fd.as_raw_fd();
+    let mut cmd = std::process::Command::new(super::qemu_binary());
+    cmd.args(["-machine", "none", "-nodefaults", "-display", "none", "-object"])
+        .arg(format!("memory-backend-file,id=probe,size=2M,mem-path=/proc/self/fd/{},share=on", super::args::RAM_FD))
+        .args(["-qmp", "stdio"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: dup2/fcntl only (async-signal-safe), on a descriptor this function owns.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || super::vm::inherit_as(raw, super::args::RAM_FD))
+    };
+    let mut child = cmd.spawn().map_err(|e| format!("QEMU did not start ({e})"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(b"{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"quit\"}\n");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("QEMU with a memfd as guest RAM did not quit within 10 s".into());
+            }
+        }
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+    }
+    if status.success() {
+        Ok(())
+    } else {
+        let last = stderr.lines().last().unwrap_or("no message").trim().to_string();
+        Err(format!("QEMU can't map a memfd as guest RAM ({status}: {last})"))
+    }
+}
+
+/// Bytes of a page of guest RAM that [`write_ram_file`] skips when it is all zeros.
+const PAGE: usize = 4096;
+
+/// Writes the guest RAM in `src` (a stopped [`GuestRam::Shared`] guest's memfd, `size`
+/// bytes) to a new file `dst` of the same size, leaving every all-zero 4 KiB page a hole.
+/// Returns the bytes written (the non-zero pages). Checks `stop` before each 2 MiB.
+///
+/// Errors: reading `src` or writing `dst` failed, or `stop` was set (`Interrupted`).
+pub fn write_ram_file(
+    src: &std::fs::File,
+    size: u64,
+    dst: &Path,
+    stop: &std::sync::atomic::AtomicBool,
+) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    const CHUNK: usize = 2 << 20;
+    let out = std::fs::File::create(dst)?;
+    let mut buf = vec![0u8; CHUNK];
+    let mut written = 0u64;
+    let mut at = 0u64;
+    while at < size {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "the save was given up"));
+        }
+        let n = (CHUNK as u64).min(size - at) as usize;
+        src.read_exact_at(&mut buf[..n], at)?;
+        // Runs of non-zero pages, each written with one call.
+        let mut run: Option<usize> = None;
+        for page in (0..n).step_by(PAGE).chain(std::iter::once(n)) {
+            let zero = page == n || buf[page..(page + PAGE).min(n)].iter().all(|b| *b == 0);
+            match (zero, run) {
+                (false, None) => run = Some(page),
+                (true, Some(from)) => {
+                    out.write_all_at(&buf[from..page], at + from as u64)?;
+                    written += (page - from) as u64;
+                    run = None;
+                }
+                _ => {}
+            }
+        }
+        at += n as u64;
+    }
+    out.set_len(size)?;
+    Ok(written)
 }
 
 /// `(major, minor)` of `QEMU emulator version 10.0.2 (…)`.
@@ -143,6 +337,12 @@ pub fn state_key(
         qga_socket: placeholder("qga"),
         console_log: placeholder("console"),
         shell_socket: placeholder("shell"),
+        // A booting guest's shared memfd and a restored guest's mapped file are the
+        // same kind of RAM; QEMU's anonymous RAM (the copied states) is another.
+        ram: match config.ram {
+            GuestRam::Anonymous => GuestRam::Anonymous,
+            GuestRam::Shared | GuestRam::Mapped(_) => GuestRam::Mapped(placeholder(RAM_FILE)),
+        },
         incoming: None,
         console_append: false,
         pinned_cpu: None,
@@ -194,12 +394,16 @@ pub const IDENTITY_RANDOM_BYTES: usize = 64;
 /// `/proc/sys/kernel/hostname` and `/etc/hostname`; eth0 down (dropping the IPv6
 /// link-local address made from the saved MAC), its MAC, MTU and address, and up; the
 /// clock set to `now_s` (the host's clock, seconds since the epoch, with GNU `date`).
+/// Its output's first line is the guest's kernel release (`/proc/sys/kernel/osrelease`),
+/// which the runner checks on a restored guest (one command instead of two: under TCG
+/// each costs a process start in the guest and a guest-agent round trip).
 /// `cidr` is `ADDR/PREFIX`. All inputs come from the plan (names and addresses the
 /// suite checker accepted, a MAC and MTU the runner chose), not from suite text.
 pub fn identity_script(hostname: &str, mac: &str, mtu: u32, cidr: &str, now_s: f64) -> String {
     format!(
         "set -e
 cat > /dev/urandom
+cat /proc/sys/kernel/osrelease
 perl -e 'open(my $f, \">\", \"/dev/urandom\") or exit 0; ioctl($f, 0x5207, 0); exit 0'
 echo {hostname} > /proc/sys/kernel/hostname
 echo {hostname} > /etc/hostname
@@ -242,6 +446,7 @@ pub(crate) mod tests {
             qga_socket: p("qga.sock"),
             console_log: p("console.log"),
             shell_socket: p("shell.sock"),
+            ram: GuestRam::Anonymous,
             incoming: None,
             console_append: false,
             pinned_cpu: None,
@@ -250,7 +455,12 @@ pub(crate) mod tests {
     }
 
     fn support() -> StateSupport {
-        StateSupport { qemu_version: "QEMU emulator version 10.0.2".into(), host_cpu: "flags: vmx".into() }
+        StateSupport {
+            qemu_version: "QEMU emulator version 10.0.2".into(),
+            host_cpu: "flags: vmx".into(),
+            ram: StateRam::Mapped,
+            ram_fallback: None,
+        }
     }
 
     #[test]
@@ -263,6 +473,74 @@ pub(crate) mod tests {
         restored.incoming = Some("/cache/vmstate/x/state".into());
         restored.console_append = true;
         assert_eq!(state_key(&restored, "k1", "r1", &[], &s), a, "a restored VM is of the kind it was restored from");
+    }
+
+    #[test]
+    fn a_mapped_state_serves_booting_and_restored_vms_and_no_copied_one() {
+        let s = support();
+        let with = |ram: GuestRam| {
+            let mut c = config("client-a", Accelerator::Tcg, 384, None);
+            c.ram = ram;
+            state_key(&c, "k1", "r1", &[], &s)
+        };
+        let booting = with(GuestRam::Shared);
+        assert_eq!(
+            booting,
+            with(GuestRam::Mapped("/cache/vmstate/x/ram".into())),
+            "saved from a memfd, mapped from a file"
+        );
+        assert_ne!(booting, with(GuestRam::Anonymous), "a copied state is another kind");
+    }
+
+    /// The QEMU here maps a memfd handed over as descriptor 3, and a child that was not
+    /// handed it has no such descriptor.
+    #[test]
+    fn qemu_takes_the_memfd_as_descriptor_3_and_no_other_child_sees_it() {
+        assert_eq!(qemu_maps_memfd(), Ok(()));
+        let fd = memfd().unwrap();
+        assert!(std::os::fd::AsRawFd::as_raw_fd(&fd) >= 10, "above the standard descriptors and RAM_FD");
+        let link = |hand_over: bool| {
+            let mut cmd = std::process::Command::new("readlink");
+            cmd.arg(format!("/proc/self/fd/{}", super::super::args::RAM_FD));
+            if hand_over {
+                let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+                // SAFETY: dup2 only, in the child.
+                unsafe {
+                    std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                        super::super::vm::inherit_as(raw, super::super::args::RAM_FD)
+                    })
+                };
+            }
+            String::from_utf8_lossy(&cmd.output().unwrap().stdout).trim().to_string()
+        };
+        assert!(link(true).starts_with("/memfd:vmrepro-guest-ram"), "{}", link(true));
+        assert!(!link(false).contains("vmrepro-guest-ram"), "{}", link(false));
+    }
+
+    #[test]
+    fn the_ram_file_keeps_the_bytes_and_leaves_zero_pages_holes() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let src_path = dir.path().join("memfd");
+        let size = 8u64 << 20;
+        let mut bytes = vec![0u8; size as usize];
+        // Pages 1, 2 and 700 hold data (a run of two, then one alone), the last byte too.
+        bytes[PAGE + 7] = 1;
+        bytes[2 * PAGE] = 2;
+        bytes[700 * PAGE + 4095] = 3;
+        *bytes.last_mut().unwrap() = 4;
+        std::fs::write(&src_path, &bytes).unwrap();
+        let dst = dir.path().join(RAM_FILE);
+        let go = std::sync::atomic::AtomicBool::new(false);
+        let written = write_ram_file(&std::fs::File::open(&src_path).unwrap(), size, &dst, &go).unwrap();
+        assert_eq!(written, 4 * PAGE as u64);
+        assert_eq!(std::fs::read(&dst).unwrap(), bytes);
+        let meta = std::fs::metadata(&dst).unwrap();
+        assert_eq!(meta.len(), size);
+        assert!(meta.blocks() * 512 <= 16 * PAGE as u64, "{} bytes allocated for 4 pages", meta.blocks() * 512);
+        let stopped = std::sync::atomic::AtomicBool::new(true);
+        let e = write_ram_file(&std::fs::File::open(&src_path).unwrap(), size, &dst, &stopped).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted);
     }
 
     #[test]
@@ -327,6 +605,8 @@ pub(crate) mod tests {
         assert!(s.contains("link set eth0 address 52:54:00:9e:43:32 mtu 1400"));
         assert!(s.contains("address add 10.77.0.11/24 dev eth0"));
         assert!(s.contains("date -u -s @1764540000.250"));
+        let first_output = s.lines().find(|l| l.starts_with("cat /proc") || l.starts_with("echo"));
+        assert_eq!(first_output, Some("cat /proc/sys/kernel/osrelease"), "the kernel release is the first line out");
         assert!(s.contains("ioctl($f, 0x5207, 0)"), "the generator is reseeded after the host's bytes are mixed in");
         // Down before the MAC changes, up after the address: the link-local address is
         // made again from the new MAC.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::args::{qemu_args, QemuConfig};
+use super::args::{qemu_args, GuestRam, QemuConfig, RAM_FD};
 use super::qga::{ExecResult, Qga};
 use super::qmp::Qmp;
 use crate::infra::net::Namespace;
@@ -146,6 +146,11 @@ pub struct Vm {
     env: Vec<String>,
     /// Whether a VM started from a saved state has been seen running (or resumed).
     resumed: bool,
+    /// The memfd of a [`GuestRam::Shared`] guest's RAM (QEMU has it as
+    /// [`super::args::RAM_FD`]), read by [`Vm::save_state`].
+    ram: Option<std::os::fd::OwnedFd>,
+    /// A `-incoming defer` VM whose saved state's load has not been started yet.
+    load_pending: bool,
     /// `guest-sync-delimited` attempts so far (each sends a fresh id).
     agent_syncs: i32,
 }
@@ -174,10 +179,16 @@ pub enum Ending {
 }
 
 impl Vm {
-    /// Starts QEMU for `config` inside `ns`; QEMU's stderr goes to `stderr_log`.
+    /// Starts QEMU for `config` inside `ns`; QEMU's stderr goes to `stderr_log`. A
+    /// [`GuestRam::Shared`] guest gets a new memfd as file descriptor
+    /// [`super::args::RAM_FD`].
     pub fn spawn(config: &QemuConfig, ns: &Namespace, stderr_log: &Path) -> Result<Vm, VmError> {
         let err = |source| VmError::Spawn { vm: config.name.clone(), source };
         let stderr = std::fs::File::create(stderr_log).map_err(err)?;
+        let ram = match config.ram {
+            GuestRam::Shared => Some(super::state::memfd().map_err(err)?),
+            _ => None,
+        };
         let mut cmd = std::process::Command::new(super::qemu_binary());
         cmd.args(qemu_args(config)).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -186,6 +197,11 @@ impl Vm {
             unsafe { std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || super::pin::bind_to(cpu)) };
         }
         ns.enter(&mut cmd);
+        if let Some(fd) = ram.as_ref().map(std::os::fd::AsRawFd::as_raw_fd) {
+            // SAFETY: dup2 and fcntl only (async-signal-safe), on a descriptor this
+            // process owns until QEMU has started.
+            unsafe { std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || inherit_as(fd, RAM_FD)) };
+        }
         let mut cmd = tokio::process::Command::from(cmd);
         cmd.kill_on_drop(true);
         let child = cmd.spawn().map_err(err)?;
@@ -202,6 +218,8 @@ impl Vm {
             env: Vec::new(),
             resumed: config.incoming.is_none(),
             agent_syncs: 0,
+            ram,
+            load_pending: config.incoming.is_some() && matches!(config.ram, GuestRam::Mapped(_)),
         })
     }
 
@@ -316,7 +334,24 @@ impl Vm {
             // we do. QMP answers late while QEMU loads the state or the host is busy:
             // the query may take until the boot deadline.
             if !self.resumed {
-                if let Some(qmp) = &self.qmp {
+                if let (true, Some(qmp), Some(state)) = (self.load_pending, &self.qmp, &self.config.incoming) {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match or_exit(&mut self.child, tokio::time::timeout(left, qmp.load_state(state))).await {
+                        Ok(Ok(Ok(()))) => self.load_pending = false,
+                        Ok(Ok(Err(e))) => {
+                            // QEMU exiting breaks QMP first: report the exit if it comes.
+                            return Err(match self.agent_error(e, DURING).await {
+                                VmError::Agent { vm, source: AgentError::Io(e) } => {
+                                    VmError::Agent { vm, source: AgentError::LoadRefused(e) }
+                                }
+                                other => other,
+                            });
+                        }
+                        Ok(Err(_)) => {}
+                        Err(st) => return Err(self.exit_error(st, DURING)),
+                    }
+                }
+                if let (false, Some(qmp)) = (self.load_pending, &self.qmp) {
                     let query = async {
                         match qmp.run_state().await.as_deref() {
                             Ok("running") => true,
@@ -411,19 +446,41 @@ impl Vm {
     pub async fn save_state(&mut self, dir: &Path) -> Result<Result<u64, AgentError>, VmError> {
         const DURING: &str = "while saving its state";
         let Some(qmp) = self.qmp.as_ref() else { return Ok(Err(AgentError::QmpNotConnected)) };
+        let size = self.config.memory_mib << 20;
+        // Set when the save is given up, so that a RAM copy still running stops.
+        let given_up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = given_up.clone();
         let save = async {
-            let ram = qmp.migrate_to_file(&dir.join(super::state::STATE_FILE)).await?;
+            let memfd = self.ram.as_ref().map(|fd| fd.try_clone().map(std::fs::File::from)).transpose()?;
+            if memfd.is_some() {
+                qmp.ignore_shared_ram().await?;
+            }
+            let mut ram = qmp.migrate_to_file(&dir.join(super::state::STATE_FILE)).await?;
+            if let Some(src) = memfd {
+                // The guest is stopped (postmigrate): its RAM is what the state expects.
+                let dst = dir.join(super::state::RAM_FILE);
+                let copy = tokio::task::spawn_blocking(move || super::state::write_ram_file(&src, size, &dst, &stop));
+                ram = copy.await.map_err(std::io::Error::other)??;
+            }
             tokio::fs::copy(&self.config.root_overlay, dir.join(super::state::ROOT_FILE)).await?;
             tokio::fs::copy(&self.config.console_log, dir.join(super::state::CONSOLE_FILE)).await?;
             Ok::<u64, AgentError>(ram)
         };
-        let result = match or_exit(&mut self.child, tokio::time::timeout(SAVE_TIMEOUT, save)).await {
+        let outcome = or_exit(&mut self.child, tokio::time::timeout(SAVE_TIMEOUT, save)).await;
+        given_up.store(true, std::sync::atomic::Ordering::Relaxed);
+        let result = match outcome {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => Err(AgentError::SaveTimeout { limit: SAVE_TIMEOUT }),
             Err(st) => return Err(self.exit_error(st, DURING)),
         };
         self.resume().await?;
         Ok(result)
+    }
+
+    /// Gives up the runner's handle on the guest's RAM memfd once no save will read it
+    /// (QEMU keeps its own until it exits).
+    pub fn release_ram(&mut self) {
+        self.ram = None;
     }
 
     /// Makes sure the guest runs: cancels a migration still going (which would stop the
@@ -622,6 +679,23 @@ impl Drop for Vm {
             let _ = self.child.start_kill();
         }
     }
+}
+
+/// In a child before `exec`: makes descriptor `fd` (close-on-exec) the child's
+/// descriptor `target`, inherited by the program.
+pub(crate) fn inherit_as(fd: i32, target: i32) -> std::io::Result<()> {
+    // SAFETY: plain system calls on descriptors of this (forked) process.
+    let r = unsafe {
+        if fd == target {
+            libc::fcntl(fd, libc::F_SETFD, 0)
+        } else {
+            libc::dup2(fd, target)
+        }
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Awaits `fut` unless `child` exits first; then `Err` with its exit status. The exit is
