@@ -211,9 +211,7 @@ async fn interleaved_reps(
     for ram in [StateRam::Mapped, StateRam::Copied] {
         let first = vmrepro_boot(boot_plan, catalog, &ctx.opts.cache, boot_results, Start::Saved(ram), ctx.interrupt());
         if let Err(e) = first.await {
-            if !e.contains("started as Some(Booted)") {
-                r.errors.push(format!("saving the boot VM's {ram:?} state: {e}"));
-            }
+            r.errors.push(format!("saving the boot VM's {ram:?} state: {e}"));
         }
     }
     for rep in 1..=ctx.opts.reps {
@@ -247,8 +245,8 @@ async fn interleaved_reps(
                         Start::Saved(StateRam::Mapped) => "restoring (mapped RAM)",
                         Start::Saved(StateRam::Copied) => "restoring (copied RAM)",
                     };
-                    match vmrepro_boot(boot_plan, catalog, &ctx.opts.cache, boot_results, start, ctx.interrupt()).await
-                    {
+                    let boot = vmrepro_boot(boot_plan, catalog, &ctx.opts.cache, boot_results, start, ctx.interrupt());
+                    match boot.await.and_then(|b| b.if_as_asked(start)) {
                         Ok(b) => {
                             (ctx.progress)(format!(
                                 "bench: rep {rep}/{}: vmrepro {how}: ready {:.2} s, first output {:.2} s, run {:.2} s",
@@ -409,6 +407,31 @@ struct Boot {
     first_output: f64,
     /// The whole `run::run`.
     run: f64,
+    /// How its VM started, as `run.json` says.
+    started: Option<crate::run::VmStart>,
+    /// How its kind's saved state held the RAM (`None` with `--fresh-boot`).
+    state_ram: Option<StateRam>,
+}
+
+impl Boot {
+    /// This boot, if its VM started as `start` asked: a "restoring" run that booted (no
+    /// saved state yet, or one QEMU couldn't load), or restored another kind of state,
+    /// is not counted as a restore.
+    ///
+    /// Errors: how it started instead.
+    fn if_as_asked(self, start: Start) -> Result<Boot, String> {
+        let wanted =
+            if matches!(start, Start::Fresh) { crate::run::VmStart::Booted } else { crate::run::VmStart::Restored };
+        if self.started != Some(wanted) {
+            return Err(format!("the VM started as {:?}, not {wanted:?}", self.started));
+        }
+        match (start, self.state_ram) {
+            (Start::Saved(ram), Some(got)) if got != ram => {
+                Err(format!("its saved state held the RAM {got:?}, not {ram:?}"))
+            }
+            _ => Ok(self),
+        }
+    }
 }
 
 /// How a vmrepro boot in the bench starts its VM.
@@ -423,8 +446,8 @@ enum Start {
 
 /// Runs the one-VM boot suite with `run::run`, timing its events: `VmStarted` (QEMU
 /// spawned) → `VmReady` → the first step's `StepFinished` (its output is in by then).
-/// The run folder goes under `results` (the bench's temp folder). It is an error if the
-/// VM did not start as `start` asked (a restore that booted).
+/// The run folder goes under `results` (the bench's temp folder). Whether the VM
+/// started as `start` asked is [`Boot::if_as_asked`]'s to say.
 async fn vmrepro_boot(
     plan: &Plan,
     catalog: &Catalog,
@@ -471,25 +494,16 @@ async fn vmrepro_boot(
     if out.record.status != crate::run::RunStatus::Passed {
         return Err(format!("{}: {}", status_text(&out.record), out.record.error.unwrap_or_default()));
     }
-    // A "restoring" run that booted (no saved state, or one QEMU couldn't load) is not
-    // counted as a restore.
     let vm = out.record.vms.first();
-    let started = vm.and_then(|v| v.start);
-    let wanted =
-        if matches!(start, Start::Fresh) { crate::run::VmStart::Booted } else { crate::run::VmStart::Restored };
-    if started != Some(wanted) {
-        return Err(format!("the VM started as {started:?}, not {wanted:?}"));
-    }
-    if let (Start::Saved(ram), Some(got)) = (start, vm.and_then(|v| v.state_ram)) {
-        if got != ram {
-            return Err(format!("its saved state held the RAM {got:?}, not {ram:?}"));
-        }
-    }
     let s = seen.lock().expect("not poisoned");
     match (s.started, s.ready, s.output) {
-        (Some(a), Some(b), Some(c)) => {
-            Ok(Boot { agent: (b - a).as_secs_f64(), first_output: (c - a).as_secs_f64(), run })
-        }
+        (Some(a), Some(b), Some(c)) => Ok(Boot {
+            agent: (b - a).as_secs_f64(),
+            first_output: (c - a).as_secs_f64(),
+            run,
+            started: vm.and_then(|v| v.start),
+            state_ram: vm.and_then(|v| v.state_ram),
+        }),
         _ => Err("the run passed but sent no VmStarted/VmReady/StepFinished event".into()),
     }
 }

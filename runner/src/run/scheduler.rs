@@ -292,60 +292,53 @@ async fn start_vm(vm: &mut Vm, vp: &VmPlan, rec: &Recorder, start: &StartPlan<'_
     let mut booted = vm.config().incoming.is_none();
     let can_boot_instead = !booted && start.boot_config.is_some();
     let limit = if can_boot_instead { restore_limit(vp.boot_timeout) } else { vp.boot_timeout };
-    match vm.wait_ready(limit).await {
-        Ok(_) => {}
-        Err(VmError::Exited(e)) if can_boot_instead => {
-            let why = format!("QEMU could not load it: {}", e.qemu_stderr.lines().last().unwrap_or("no reason given"));
-            boot_instead(vm, vp, rec, start, &why).await?;
-            booted = true;
-        }
-        // Seen in CI (a 6.12 guest under TCG, four VMs restoring on 2 cores): QEMU
-        // loaded the state and said "running", and the guest agent never answered
-        // within the whole boot_timeout. A restore is only a faster boot: one that takes
-        // longer than [`RESTORE_LIMIT`] is given up, and the VM boots instead.
-        Err(VmError::BootTimeout { .. }) if can_boot_instead => {
-            vm.shutdown().await;
-            let why = format!("the restored guest's agent did not answer within {} s", limit.as_secs());
-            boot_instead(vm, vp, rec, start, &why).await?;
-            booted = true;
-        }
-        // QMP refused to start the load of a mapped state (`migrate-incoming`): the
-        // restore can't begin, so the VM boots.
-        Err(VmError::Agent { source: e @ AgentError::LoadRefused(_), .. }) if can_boot_instead => {
-            vm.shutdown().await;
-            boot_instead(vm, vp, rec, start, &e.to_string()).await?;
-            booted = true;
-        }
-        Err(e) => return Err(RunError::Vm(e)),
+    if let Err(e) = vm.wait_ready(limit).await {
+        let why = match &e {
+            VmError::Exited(x) if can_boot_instead => {
+                format!("QEMU could not load it: {}", x.qemu_stderr.lines().last().unwrap_or("no reason given"))
+            }
+            // Seen in CI (a 6.12 guest under TCG, four VMs restoring on 2 cores): QEMU
+            // loaded the state and said "running", and the guest agent never answered
+            // within the whole boot_timeout. A restore is only a faster boot: one that
+            // takes longer than [`RESTORE_LIMIT`] is given up, and the VM boots instead.
+            VmError::BootTimeout { .. } if can_boot_instead => {
+                format!("the restored guest's agent did not answer within {} s", limit.as_secs())
+            }
+            // QMP refused to start the load of a mapped state (`migrate-incoming`): the
+            // restore can't begin.
+            VmError::Agent { source: refused @ AgentError::LoadRefused(_), .. } if can_boot_instead => {
+                refused.to_string()
+            }
+            _ => return Err(RunError::Vm(e)),
+        };
+        vm.shutdown().await;
+        boot_instead(vm, vp, rec, start, &why).await?;
+        booted = true;
     }
-    if booted {
-        if let Some(key) = &start.state_key {
-            save_state(vm, vp, rec, start, key).await?;
-        }
-    }
-    let identity = set_identity(vm, vp, start).await;
-    // A state put in place of another kind's (copied by hand) would run another kernel
-    // than the one the run records: check the one thing that must hold. A restored
-    // guest that can't take its identity is booted instead too.
-    let restore_failed = match &identity {
-        _ if booted => None,
-        Ok(release) if *release == start.meta.kernel_release => None,
-        Ok(release) => Some(format!("the guest runs kernel {release}, not {}", start.meta.kernel_release)),
-        Err(RunError::Vm(VmError::Agent { source: e @ AgentError::Identity { .. }, .. })) => Some(e.to_string()),
-        Err(_) => None,
-    };
-    match restore_failed {
-        Some(why) => {
-            vm.shutdown().await;
-            boot_instead(vm, vp, rec, start, &why).await?;
+    loop {
+        if booted {
             if let Some(key) = &start.state_key {
                 save_state(vm, vp, rec, start, key).await?;
             }
-            set_identity(vm, vp, start).await?;
         }
-        None => {
+        let identity = set_identity(vm, vp, start).await;
+        // A state put in place of another kind's (copied by hand) would run another
+        // kernel than the one the run records: check the one thing that must hold. A
+        // restored guest that can't take its identity is booted instead too.
+        let why = match &identity {
+            _ if booted => None,
+            Ok(release) if *release == start.meta.kernel_release => None,
+            Ok(release) => Some(format!("the guest runs kernel {release}, not {}", start.meta.kernel_release)),
+            Err(RunError::Vm(VmError::Agent { source: e @ AgentError::Identity { .. }, .. })) => Some(e.to_string()),
+            Err(_) => None,
+        };
+        let Some(why) = why else {
             identity?;
-        }
+            break;
+        };
+        vm.shutdown().await;
+        boot_instead(vm, vp, rec, start, &why).await?;
+        booted = true;
     }
     // No save reads the guest's RAM from here on.
     vm.release_ram();
