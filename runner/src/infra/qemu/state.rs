@@ -266,7 +266,8 @@ pub fn qemu_maps_memfd() -> Result<(), String> {
 const PAGE: usize = 4096;
 
 /// Writes the guest RAM in `src` (a stopped [`GuestRam::Shared`] guest's memfd, `size`
-/// bytes) to a new file `dst` of the same size, leaving every all-zero 4 KiB page a hole.
+/// bytes) to a new file `dst` of the same size, leaving every all-zero 4 KiB page a hole,
+/// readable by its owner only (mode 0600, as QEMU writes [`STATE_FILE`]: guest memory).
 /// Returns the bytes written (the non-zero pages). Checks `stop` before each 2 MiB.
 ///
 /// Errors: reading `src` or writing `dst` failed, or `stop` was set (`Interrupted`).
@@ -278,7 +279,11 @@ pub fn write_ram_file(
 ) -> std::io::Result<u64> {
     use std::os::unix::fs::FileExt;
     const CHUNK: usize = 2 << 20;
-    let out = std::fs::File::create(dst)?;
+    let out = std::os::unix::fs::OpenOptionsExt::mode(
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true),
+        0o600,
+    )
+    .open(dst)?;
     let mut buf = vec![0u8; CHUNK];
     let mut written = 0u64;
     let mut at = 0u64;
@@ -537,6 +542,7 @@ pub(crate) mod tests {
         assert_eq!(std::fs::read(&dst).unwrap(), bytes);
         let meta = std::fs::metadata(&dst).unwrap();
         assert_eq!(meta.len(), size);
+        assert_eq!(meta.mode() & 0o777, 0o600, "guest memory, as private as the migration stream");
         assert!(meta.blocks() * 512 <= 16 * PAGE as u64, "{} bytes allocated for 4 pages", meta.blocks() * 512);
         let stopped = std::sync::atomic::AtomicBool::new(true);
         let e = write_ram_file(&std::fs::File::open(&src_path).unwrap(), size, &dst, &stopped).unwrap_err();
