@@ -358,7 +358,10 @@ pub fn collect(
 /// missing.
 pub fn project_commit(dir: &Path, paths: &[&Path]) -> Option<String> {
     let git = |args: &[&std::ffi::OsStr]| -> Option<String> {
-        let out = std::process::Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
+        // `--no-optional-locks`: `status` would otherwise refresh the checkout's index
+        // under `.git/index.lock`, racing the user's own git commands.
+        let out =
+            std::process::Command::new("git").arg("--no-optional-locks").arg("-C").arg(dir).args(args).output().ok()?;
         out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     };
     let head = git(&["rev-parse".as_ref(), "HEAD".as_ref()])?;
