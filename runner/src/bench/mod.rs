@@ -264,6 +264,9 @@ async fn interleaved_reps(
                             };
                             ready.push(b.agent);
                             output.push(b.first_output);
+                            if let Some(phases) = b.phases {
+                                r.start_phases.push((how.to_string(), phases));
+                            }
                         }
                         Err(e) => r.errors.push(format!("rep {rep}: vmrepro {how}: {e}")),
                     }
@@ -411,6 +414,8 @@ struct Boot {
     started: Option<crate::run::VmStart>,
     /// How its kind's saved state held the RAM (`None` with `--fresh-boot`).
     state_ram: Option<StateRam>,
+    /// Where its start's time went, as `run.json` says.
+    phases: Option<crate::infra::qemu::vm::StartPhases>,
 }
 
 impl Boot {
@@ -503,6 +508,7 @@ async fn vmrepro_boot(
             run,
             started: vm.and_then(|v| v.start),
             state_ram: vm.and_then(|v| v.state_ram),
+            phases: vm.and_then(|v| v.start_phases),
         }),
         _ => Err("the run passed but sent no VmStarted/VmReady/StepFinished event".into()),
     }

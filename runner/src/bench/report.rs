@@ -40,6 +40,10 @@ pub struct BenchReport {
     pub copied_first_output_s: Vec<f64>,
     /// vmrepro: the whole one-VM run (images, network, boot, step, teardown), per rep.
     pub run_s: Vec<f64>,
+    /// Where each vmrepro start's time went (`run.json`'s `start_phases`), labelled
+    /// `booting`, `restoring, mapped RAM` or `restoring, copied RAM`, one per rep.
+    #[serde(default)]
+    pub start_phases: Vec<(String, crate::infra::qemu::vm::StartPhases)>,
     /// Warm resolution of the suite's images (cache lookups), per rep.
     pub images_warm_s: Vec<f64>,
     /// A cold build into an empty cache, when asked: what, and seconds.
@@ -167,6 +171,35 @@ fn cells(values: &[f64], digits: usize) -> String {
     }
 }
 
+/// The medians of each kind of start's [`StartPhases`](crate::infra::qemu::vm::StartPhases) as a Markdown table (empty
+/// without any): seconds since QEMU's spawn, `–` for a point no start of the kind
+/// passed.
+fn start_phases_table(all: &[(String, crate::infra::qemu::vm::StartPhases)]) -> String {
+    use crate::infra::qemu::vm::StartPhases;
+    let mut kinds: Vec<&str> = all.iter().map(|(k, _)| k.as_str()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    if kinds.is_empty() {
+        return String::new();
+    }
+    let mut s = "\nWhere a start's time goes (medians, seconds since QEMU's spawn):\n\n| start | n | QMP connected | state load started | running | agent answered | ready |\n|---|---|---|---|---|---|---|\n".to_string();
+    let points: [fn(&StartPhases) -> Option<f64>; 5] =
+        [|p| p.qmp_s, |p| p.load_started_s, |p| p.running_s, |p| p.agent_s, |p| p.ready_s];
+    for kind in kinds {
+        let of: Vec<&StartPhases> = all.iter().filter(|(k, _)| k == kind).map(|(_, p)| p).collect();
+        s.push_str(&format!("| {kind} | {} |", of.len()));
+        for point in points {
+            let v: Vec<f64> = of.iter().filter_map(|p| point(p)).collect();
+            match summarize(&v) {
+                Some(sum) => s.push_str(&format!(" {:.3} |", sum.median)),
+                None => s.push_str(" – |"),
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// Per-rep ratios `a[i] / b[i]` (pairs where both were measured in the same rep).
 pub fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
     a.iter().zip(b).filter(|(_, y)| **y > 0.0).map(|(x, y)| x / y).collect()
@@ -205,6 +238,7 @@ pub fn markdown(r: &BenchReport) -> String {
     }
     let q = ratios(&r.restored_agent_s, &r.copied_agent_s);
     s.push_str(&format!("| ratio restoring ready, mapped / copied RAM (per rep) | {} | {} |\n", q.len(), cells(&q, 2)));
+    s.push_str(&start_phases_table(&r.start_phases));
     if let Some((what, secs)) = &r.images_cold {
         s.push_str(&format!("| cold image build: {what} (s) | 1 | {secs:.1} | {secs:.1} | {secs:.1} |\n"));
     }
@@ -341,6 +375,22 @@ mod tests {
             copied_agent_s: vec![2.0, 3.0, 2.5],
             copied_first_output_s: vec![2.1, 3.1, 2.6],
             run_s: vec![6.0, 6.5, 7.0],
+            start_phases: {
+                use crate::infra::qemu::vm::StartPhases;
+                let restore = |agent: f64| StartPhases {
+                    qmp_s: Some(0.1),
+                    load_started_s: Some(0.15),
+                    running_s: Some(0.3),
+                    agent_s: Some(agent),
+                    ready_s: Some(agent + 0.1),
+                };
+                let boot = StartPhases { running_s: Some(0.0), agent_s: Some(3.0), ..StartPhases::default() };
+                vec![
+                    ("restoring, mapped RAM".into(), restore(0.4)),
+                    ("booting".into(), boot),
+                    ("restoring, mapped RAM".into(), restore(0.6)),
+                ]
+            },
             images_warm_s: vec![0.01, 0.02, 0.03],
             images_cold: None,
             suite_runs: vec![SuiteRun {
@@ -399,5 +449,8 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("error: rep 2: bare QEMU: boom"));
+        // Each kind's medians; a point no start of the kind passed is `–`.
+        assert!(md.contains("| booting | 1 | – | – | 0.000 | 3.000 | – |"), "{md}");
+        assert!(md.contains("| restoring, mapped RAM | 2 | 0.100 | 0.150 | 0.300 | 0.500 | 0.600 |"), "{md}");
     }
 }

@@ -229,6 +229,7 @@ pub(super) fn prepare_vm(v: &VmPlan, input: &Inputs<'_>) -> Result<Prepared, Run
         accel: config.accel,
         pid: None,
         boot_s: None,
+        start_phases: None,
         ending: None,
         console_log: format!("vms/{}/console.log", v.name),
         qemu_cmdline: format!("vms/{}/qemu-cmdline.txt", v.name),

@@ -150,6 +150,10 @@ pub struct VmRecord {
     /// QEMU start → ready for its first step (guest agent answered, state saved if
     /// this run saved it, identity applied), seconds.
     pub boot_s: Option<f64>,
+    /// Where `boot_s` went: when its start passed each point, seconds since QEMU was
+    /// spawned (absent in older run folders). Of the last QEMU when it booted instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_phases: Option<crate::infra::qemu::vm::StartPhases>,
     /// How QEMU ended.
     pub ending: Option<Ending>,
     /// Files, relative to the run folder.

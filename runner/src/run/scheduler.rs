@@ -342,6 +342,7 @@ async fn start_vm(vm: &mut Vm, vp: &VmPlan, rec: &Recorder, start: &StartPlan<'_
     }
     // No save reads the guest's RAM from here on.
     vm.release_ram();
+    vm.mark_ready();
     vm.set_env(&vp.env);
     Ok(t.elapsed())
 }
@@ -524,7 +525,10 @@ pub(super) async fn run_vm(
     };
     *booted_at.lock().expect("not poisoned") = Some(Instant::now());
     rec.event(Event::VmReady { vm: vp.name.clone(), took });
-    rec.set_vm(&vp.name, |v| v.boot_s = Some(took.as_secs_f64()));
+    rec.set_vm(&vp.name, |v| {
+        v.boot_s = Some(took.as_secs_f64());
+        v.start_phases = Some(vm.start_phases());
+    });
     let clock_start = vm.clock_sample().await;
     rec.save()?;
     progress.send_modify(|m| {

@@ -153,6 +153,35 @@ pub struct Vm {
     load_pending: bool,
     /// `guest-sync-delimited` attempts so far (each sends a fresh id).
     agent_syncs: i32,
+    /// When QEMU was spawned: [`StartPhases`] count from here.
+    spawned: Instant,
+    /// How far its start has come, and when.
+    phases: StartPhases,
+}
+
+/// When a VM's start passed each point, in seconds since QEMU was spawned; `None` for
+/// a point it did not pass (a booting VM loads no state; the point after a failure).
+/// Recorded in `run.json` (`vms[].start_phases`) and summed up by `vmrepro bench`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StartPhases {
+    /// QMP connected: QEMU's greeting read and capabilities negotiated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qmp_s: Option<f64>,
+    /// A mapped saved state's load started (`migrate-incoming` answered). A copied
+    /// state loads from `-incoming` at QEMU's start and has no such point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_started_s: Option<f64>,
+    /// The guest seen running (`query-status`), resumed with `cont` if it was paused.
+    /// A booting VM runs from the start: `0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_s: Option<f64>,
+    /// The guest agent answered a `guest-sync-delimited`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_s: Option<f64>,
+    /// Ready for the first step: the runner's work after the agent answered (a first
+    /// save of the kind's state, the identity command) done. Set by the runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_s: Option<f64>,
 }
 
 /// The guest's and the host's wall clocks at one moment, nanoseconds since the epoch.
@@ -220,7 +249,24 @@ impl Vm {
             agent_syncs: 0,
             ram,
             load_pending: config.incoming.is_some() && matches!(config.ram, GuestRam::Mapped(_)),
+            spawned: Instant::now(),
+            phases: StartPhases { running_s: config.incoming.is_none().then_some(0.0), ..StartPhases::default() },
         })
+    }
+
+    /// How far its start has come ([`StartPhases`]).
+    pub fn start_phases(&self) -> StartPhases {
+        self.phases
+    }
+
+    /// Marks the VM ready for its first step now ([`StartPhases::ready_s`]).
+    pub fn mark_ready(&mut self) {
+        self.phases.ready_s = Some(self.since_spawn());
+    }
+
+    /// Seconds since QEMU was spawned.
+    fn since_spawn(&self) -> f64 {
+        self.spawned.elapsed().as_secs_f64()
     }
 
     /// QEMU's PID.
@@ -328,6 +374,9 @@ impl Vm {
                 if let Err(st) = self.connect_qmp(QMP_CONNECT_TIMEOUT.min(left)).await {
                     return Err(self.exit_error(st, DURING));
                 }
+                if self.qmp.is_some() {
+                    self.phases.qmp_s = Some(self.since_spawn());
+                }
             }
             // A VM that loads a saved state answers once the state is loaded and its
             // CPUs run: QEMU resumes it by itself (the state was saved running), else
@@ -337,7 +386,10 @@ impl Vm {
                 if let (true, Some(qmp), Some(state)) = (self.load_pending, &self.qmp, &self.config.incoming) {
                     let left = deadline.saturating_duration_since(Instant::now());
                     match or_exit(&mut self.child, tokio::time::timeout(left, qmp.load_state(state))).await {
-                        Ok(Ok(Ok(()))) => self.load_pending = false,
+                        Ok(Ok(Ok(()))) => {
+                            self.load_pending = false;
+                            self.phases.load_started_s = Some(self.since_spawn());
+                        }
                         Ok(Ok(Err(e))) => {
                             // QEMU exiting breaks QMP first: report the exit if it comes.
                             return Err(match self.agent_error(e, DURING).await {
@@ -361,7 +413,12 @@ impl Vm {
                     };
                     let left = deadline.saturating_duration_since(Instant::now());
                     match or_exit(&mut self.child, tokio::time::timeout(left, query)).await {
-                        Ok(r) => self.resumed = r.unwrap_or(false),
+                        Ok(r) => {
+                            self.resumed = r.unwrap_or(false);
+                            if self.resumed {
+                                self.phases.running_s = Some(self.since_spawn());
+                            }
+                        }
                         Err(st) => return Err(self.exit_error(st, DURING)),
                     }
                 }
@@ -369,6 +426,7 @@ impl Vm {
             if self.resumed && self.config.qga_socket.exists() {
                 let wait = QGA_SYNC_WAIT.min(deadline.saturating_duration_since(Instant::now()));
                 if self.connect_agent(wait, DURING).await? {
+                    self.phases.agent_s = Some(self.since_spawn());
                     return Ok(start.elapsed());
                 }
             }
