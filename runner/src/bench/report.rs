@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::infra::qemu::vm::StartPhases;
 use crate::measure::stats::{summarize, Summary};
 use crate::plan::StepKind;
 use crate::run::RunRecord;
@@ -43,7 +44,7 @@ pub struct BenchReport {
     /// Where each vmrepro start's time went (`run.json`'s `start_phases`), labelled
     /// `booting`, `restoring, mapped RAM` or `restoring, copied RAM`, one per rep.
     #[serde(default)]
-    pub start_phases: Vec<(String, crate::infra::qemu::vm::StartPhases)>,
+    pub start_phases: Vec<(String, StartPhases)>,
     /// Warm resolution of the suite's images (cache lookups), per rep.
     pub images_warm_s: Vec<f64>,
     /// A cold build into an empty cache, when asked: what, and seconds.
@@ -171,11 +172,10 @@ fn cells(values: &[f64], digits: usize) -> String {
     }
 }
 
-/// The medians of each kind of start's [`StartPhases`](crate::infra::qemu::vm::StartPhases) as a Markdown table (empty
+/// The medians of each kind of start's [`StartPhases`] as a Markdown table (empty
 /// without any): seconds since QEMU's spawn, `–` for a point no start of the kind
 /// passed.
-fn start_phases_table(all: &[(String, crate::infra::qemu::vm::StartPhases)]) -> String {
-    use crate::infra::qemu::vm::StartPhases;
+fn start_phases_table(all: &[(String, StartPhases)]) -> String {
     let mut kinds: Vec<&str> = all.iter().map(|(k, _)| k.as_str()).collect();
     kinds.sort_unstable();
     kinds.dedup();
@@ -376,7 +376,6 @@ mod tests {
             copied_first_output_s: vec![2.1, 3.1, 2.6],
             run_s: vec![6.0, 6.5, 7.0],
             start_phases: {
-                use crate::infra::qemu::vm::StartPhases;
                 let restore = |agent: f64| StartPhases {
                     qmp_s: Some(0.1),
                     load_started_s: Some(0.15),
