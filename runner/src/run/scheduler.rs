@@ -416,9 +416,10 @@ fn getrandom_into(buf: &mut [u8]) -> std::io::Result<()> {
 }
 
 /// Saves `vm`'s state as its kind's (`key`) unless it exists or another VM is saving
-/// it. eth0 goes down first (the state then holds no link, no IPv6 address and sends
-/// nothing from this VM's MAC; the identity command brings it up). A failed save is a
-/// notice, not an error: the VM goes on.
+/// it. [`state::PRE_SAVE_SCRIPT`] runs first: the identity command's programs are read
+/// into the guest's page cache, and eth0 goes down (the state then holds no link, no
+/// IPv6 address and sends nothing from this VM's MAC; the identity command brings it
+/// up). A failed save is a notice, not an error: the VM goes on.
 ///
 /// Errors: QEMU exited meanwhile, or the guest can't be made to run again
 /// ([`RunError::Vm`]).
@@ -438,10 +439,11 @@ async fn save_state(
             return Ok(());
         }
     };
-    let down = vm.exec("link-down", "ip link set eth0 down", None, IDENTITY_TIMEOUT).await?;
+    let down = vm.exec("link-down", state::PRE_SAVE_SCRIPT, None, IDENTITY_TIMEOUT).await?;
     if down.exit_code != Some(0) {
         rec.event(not_saved(format!(
-            "`ip link set eth0 down` failed: {}",
+            "`{}` failed: {}",
+            state::PRE_SAVE_SCRIPT,
             String::from_utf8_lossy(&down.stderr).trim()
         )));
         return Ok(());
