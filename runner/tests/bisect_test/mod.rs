@@ -86,12 +86,18 @@ fn build_images(tree: &Path) {
     let (plan, catalog) =
         vmrepro::suite::load_with(&root.join("suites/bisect/nfs-udp-rto-bisect.yaml"), None, &options).unwrap();
     let vm = plan.vms.iter().position(|v| v.name == "mainline").unwrap();
-    let out = Command::new("git").arg("-C").arg(tree).args(["rev-list", "base^..bad"]).output().unwrap();
+    // base..bad with base itself: `base^@` (base's parents) is empty for the tree's root
+    // commit, where `base^..bad` is an unknown revision, git fails, and nothing would be
+    // built here (the bisect would then compile its kernels beside the timed suites).
+    let out = Command::new("git").arg("-C").arg(tree).args(["rev-list", "bad", "--not", "base^@"]).output().unwrap();
+    assert!(out.status.success(), "git rev-list bad --not base^@: {}", String::from_utf8_lossy(&out.stderr));
     let cache = Cache::from_env();
     let events: vmrepro::events::EventSink = std::sync::Arc::new(|_| {});
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let commits: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().rev().map(str::to_string).collect();
+    assert_eq!(commits.len(), 6, "the test tree has a base and five commits to bad");
     let t0 = Instant::now();
-    for commit in String::from_utf8_lossy(&out.stdout).lines().rev() {
+    for commit in &commits {
         let mut p = plan.clone();
         let KernelSource::Tree(k) = &p.vms[vm].kernel else { panic!("mainline's kernel is from a tree") };
         let k = vmrepro::infra::images::tree::TreeKernel { resolved: resolve_rev(tree, commit).unwrap(), ..k.clone() };
@@ -99,7 +105,11 @@ fn build_images(tree: &Path) {
         let r = rt.block_on(vmrepro::run::images::resolve(&p, &cache, &catalog, &events));
         assert!(r.failures.is_empty(), "building {commit}: {:?}", r.failures);
     }
-    eprintln!("bisect test: images and a kernel per commit ready in {:.0} s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "bisect test: images and a kernel for each of the {} commits ready in {:.0} s",
+        commits.len(),
+        t0.elapsed().as_secs_f64()
+    );
 }
 
 /// The trial (see the module docs).
