@@ -120,7 +120,7 @@ fn report_md_reads_in_a_mail_and_html_holds_the_numbers() {
     for v in &m.vms {
         let want: Vec<f64> =
             v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(&m.metric, i)).collect();
-        assert_eq!(want.len(), 3, "the fixture has 3 counted repeats per client");
+        assert_eq!(want.len(), 5, "the fixture has 5 counted repeats per client (after a warm-up read)");
         let got: Vec<f64> = chart
             .descendants()
             .filter(|n| {
@@ -565,8 +565,9 @@ fn bundle_refuses_a_project_file_that_is_a_link() {
 }
 
 /// A real capture (the wire fixture: 699 frames of the RTO suite's `mainline` client)
-/// planted in the private run as client-a's, its first iteration's window the whole
-/// file: `(run folder, cache, the capture's bytes)`.
+/// planted in the private run as client-a's, the window of its first counted iteration
+/// (the step after the warm-up read) the whole file: `(run folder, cache, the capture's
+/// bytes)`.
 fn private_run_with_capture(tmp: &Path) -> (PathBuf, Cache, Vec<u8>) {
     let (dir, cache) = private_run(tmp);
     let pcap =
@@ -578,7 +579,8 @@ fn private_run_with_capture(tmp: &Path) -> (PathBuf, Cache, Vec<u8>) {
     let vm = run["vms"].as_array_mut().unwrap().iter_mut().find(|v| v["name"] == "client-a").unwrap();
     vm["capture"] = serde_json::json!({"file": "vms/client-a/capture.pcap", "bytes": pcap.len(),
         "max_bytes": 67108864, "measured_only": true});
-    vm["steps"][0]["capture_bytes"] = serde_json::json!([24, pcap.len()]);
+    let first = vm["steps"].as_array_mut().unwrap().iter_mut().find(|s| s["warmup"] == false).unwrap();
+    first["capture_bytes"] = serde_json::json!([24, pcap.len()]);
     std::fs::write(&path, serde_json::to_string_pretty(&run).unwrap()).unwrap();
     // results.json with the iteration's wire counters, as a run would have written it.
     analyse_dir(&dir).unwrap();
@@ -593,8 +595,11 @@ fn private_run_with_capture(tmp: &Path) -> (PathBuf, Cache, Vec<u8>) {
 fn a_capture_goes_into_a_bundle_byte_for_byte_and_reads_back() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, cache, pcap) = private_run_with_capture(tmp.path());
-    let wire_here =
-        analyse_dir(&dir).unwrap().results.measurements[0].vm("client-a").unwrap().iterations[0].wire.clone();
+    let first_counted = |run: &Path| {
+        let a = analyse_dir(run).unwrap();
+        a.results.measurements[0].vm("client-a").unwrap().iterations.iter().find(|i| i.counted).unwrap().wire.clone()
+    };
+    let wire_here = first_counted(&dir);
     assert_eq!(wire_here["wire.rpc.calls"], 128.0, "{wire_here:?}");
     assert_eq!(wire_here["wire.rpc.retransmissions"], 64.0, "{wire_here:?}");
     let (out, ex) = bundled(tmp.path(), &dir, cache, "b.tar.zst");
@@ -605,8 +610,7 @@ fn a_capture_goes_into_a_bundle_byte_for_byte_and_reads_back() {
     let lines = format!("# bytes {} run/vms/client-a/capture.pcap\n{sha}  run/vms/client-a/capture.pcap\n", pcap.len());
     assert!(manifest.contains(&lines), "{manifest}");
     // analyse from the bundle: the same wire counters, from the bundled capture.
-    let there = analyse_dir(&ex.top.join("run")).unwrap();
-    assert_eq!(there.results.measurements[0].vm("client-a").unwrap().iterations[0].wire, wire_here);
+    assert_eq!(first_counted(&ex.top.join("run")), wire_here);
     let budget = vmrepro::publish::bundle::Budget::default();
     let (d, _) = compare(&open(&dir, &budget).unwrap(), &open(&out, &budget).unwrap());
     assert!(d.agrees(), "{}", d.text);
