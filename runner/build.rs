@@ -28,9 +28,23 @@ fn main() {
                     println!("cargo:rerun-if-changed={dir}/HEAD");
                     if let Some(common) = git(&["rev-parse", "--git-common-dir"]) {
                         let common = Path::new(env!("CARGO_MANIFEST_DIR")).join(common);
-                        println!("cargo:rerun-if-changed={}", common.join("packed-refs").display());
+                        // Only paths that exist: cargo reruns a build script whose
+                        // watched path is missing on every build (and so rebuilt vmrepro
+                        // each time in a repository without `packed-refs`). A branch
+                        // only in `packed-refs` is watched through its folder, where a
+                        // commit creates its loose ref.
+                        let packed = common.join("packed-refs");
+                        if packed.exists() {
+                            println!("cargo:rerun-if-changed={}", packed.display());
+                        }
                         if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
-                            println!("cargo:rerun-if-changed={}", common.join(r).display());
+                            let loose = common.join(r);
+                            match loose.parent() {
+                                Some(folder) if !loose.exists() && folder.exists() => {
+                                    println!("cargo:rerun-if-changed={}", folder.display())
+                                }
+                                _ => println!("cargo:rerun-if-changed={}", loose.display()),
+                            }
                         }
                     }
                 }
