@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use vmrepro::analyse::analyse_dir;
+use vmrepro::measure::analysis::counted_values;
 
 fn fixtures() -> Vec<PathBuf> {
     support::recorded_runs()
@@ -594,7 +595,8 @@ fn recorded_runs_under_the_mann_whitney_rule() {
         let a = analyse_dir(dir.path()).unwrap_or_else(|e| panic!("{name}: {e}"));
         let lines: String = a.results.measurements.iter().map(vmrepro::report::verdict_lines).collect();
         for m in &a.results.measurements {
-            let repeats = |vm: &str| m.vm(vm).map_or(0, |v| v.iterations.len());
+            // The sample sizes the rule compares: each VM's counted values of the metric.
+            let repeats = |vm: &str| m.vm(vm).map_or(0, |v| counted_values(&m.metric, v).len());
             for v in m.vms.iter().filter(|v| v.vm != m.baseline && v.comparison.is_some()) {
                 let n = repeats(&v.vm).min(repeats(&m.baseline));
                 let want = if n <= 3 { "undecided" } else { "same" };

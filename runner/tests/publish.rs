@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use vmrepro::analyse::analyse_dir;
 use vmrepro::infra::images::Cache;
-use vmrepro::measure::analysis::metric_value;
+use vmrepro::measure::analysis::counted_values;
 use vmrepro::publish::archive::verify;
 use vmrepro::publish::bundle::{bundle, extract, BundleOptions};
 use vmrepro::publish::redact::Identity;
@@ -118,8 +118,7 @@ fn report_md_reads_in_a_mail_and_html_holds_the_numbers() {
     let chart = charts[0];
     let class = |n: &roxmltree::Node, c: &str| n.attribute("class") == Some(c);
     for v in &m.vms {
-        let want: Vec<f64> =
-            v.iterations.iter().filter(|i| i.counted).filter_map(|i| metric_value(&m.metric, i)).collect();
+        let want = counted_values(&m.metric, v);
         assert_eq!(want.len(), 5, "the fixture has 5 counted repeats per client (after a warm-up read)");
         let got: Vec<f64> = chart
             .descendants()

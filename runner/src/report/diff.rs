@@ -270,7 +270,8 @@ mod tests {
         assert_eq!(words, "same", "client-a did not change");
     }
 
-    /// The run with each VM's counted repeats cut to its first `n` (warm-ups kept).
+    /// The run with each VM's counted iterations cut to its first `n` (uncounted ones
+    /// kept; warm-ups are not among a VM's iterations).
     fn first_reads(mut r: Results, n: usize) -> Results {
         for v in &mut r.measurements[0].vms {
             let mut kept = 0;
