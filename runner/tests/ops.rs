@@ -278,6 +278,11 @@ fn assert_identities(rows: &[(String, String, bool, String)], run: &serde_json::
         let clock: i64 = lines.get(3).and_then(|l| l.trim().parse().ok()).expect("date +%s");
         assert!((now - clock).abs() < 60, "clock of {name} is {clock}, host {now}");
     }
+    // The generator is reseeded with host randomness: two clones of one saved guest
+    // draw different bytes.
+    let drawn: Vec<&str> = rows.iter().map(|r| r.3.lines().nth(4).unwrap_or_default()).collect();
+    assert!(drawn.iter().all(|d| d.len() == 32), "16 bytes each: {drawn:?}");
+    assert_ne!(drawn[0], drawn[1], "two VMs drew the same random bytes");
 }
 
 #[test]

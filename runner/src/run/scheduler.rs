@@ -274,8 +274,8 @@ fn restore_limit(boot_timeout: Duration) -> Duration {
     RESTORE_LIMIT.min(boot_timeout)
 }
 
-/// Longest the identity command ([`state::identity_script`]) and the link-down before
-/// a save may take.
+/// Longest the identity (the helper's exchange or [`state::identity_script`]) and the
+/// pre-save command before a save may take.
 const IDENTITY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Waits for `vm`'s guest agent; saves its kind's state if it booted and none is saved
@@ -286,7 +286,7 @@ const IDENTITY_TIMEOUT: Duration = Duration::from_secs(60);
 /// started) to ready.
 ///
 /// Errors: [`RunError::Vm`] when it doesn't come up, can't run again after a save, or
-/// the identity command fails.
+/// can't be given its identity.
 async fn start_vm(vm: &mut Vm, vp: &VmPlan, rec: &Recorder, start: &StartPlan<'_>) -> Result<Duration, RunError> {
     let t = Instant::now();
     let mut booted = vm.config().incoming.is_none();
@@ -316,12 +316,17 @@ async fn start_vm(vm: &mut Vm, vp: &VmPlan, rec: &Recorder, start: &StartPlan<'_
         booted = true;
     }
     loop {
+        // A restored guest's identity helper was started before its state was saved
+        // (the state key covers the helper); a booted one's only if it saved the state.
+        let mut how = if booted { IdentityBy::Command } else { IdentityBy::Helper };
         if booted {
             if let Some(key) = &start.state_key {
-                save_state(vm, vp, rec, start, key).await?;
+                if save_state(vm, vp, rec, start, key).await? {
+                    how = IdentityBy::HelperOrCommand;
+                }
             }
         }
-        let identity = set_identity(vm, vp, start).await;
+        let identity = set_identity(vm, vp, rec, start, how).await;
         // A state put in place of another kind's (copied by hand) would run another
         // kernel than the one the run records: check the one thing that must hold. A
         // restored guest that can't take its identity is booted instead too.
@@ -347,25 +352,79 @@ async fn start_vm(vm: &mut Vm, vp: &VmPlan, rec: &Recorder, start: &StartPlan<'_
     Ok(t.elapsed())
 }
 
-/// Gives `vm` its identity ([`state::identity_script`]) and returns the kernel release
-/// the guest printed first.
+/// How a VM's identity is given ([`set_identity`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdentityBy {
+    /// The identity command through `guest-exec` ([`state::identity_script`]): a
+    /// booted guest that did not save its kind's state.
+    Command,
+    /// The identity helper ([`state::IdentityHelper`]), already running in a restored
+    /// guest; a failure is the restore's (the VM boots instead).
+    Helper,
+    /// The helper the guest started before it saved its kind's state, or the command
+    /// if the helper fails (a notice says why).
+    HelperOrCommand,
+}
+
+/// Gives `vm` its identity (host name, MAC, MTU, address, clock, host randomness; see
+/// [`state::identity_script`] and [`state::IdentityHelper`]), as `how` says, and
+/// returns the kernel release the guest answered with.
 ///
-/// Errors: [`RunError::Vm`] when the command can't run or exits non-zero.
-async fn set_identity(vm: &mut Vm, vp: &VmPlan, start: &StartPlan<'_>) -> Result<String, RunError> {
+/// Errors: [`RunError::Vm`] when it can't be given: [`AgentError::Identity`] when the
+/// command exits non-zero or the helper fails or answers with an error.
+async fn set_identity(
+    vm: &mut Vm,
+    vp: &VmPlan,
+    rec: &Recorder,
+    start: &StartPlan<'_>,
+    how: IdentityBy,
+) -> Result<String, RunError> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
-    let script = state::identity_script(&vp.name, &vm.config().mac, start.mtu, &start.cidr, now);
     let mut random = vec![0u8; state::IDENTITY_RANDOM_BYTES];
     let _ = getrandom_into(&mut random);
+    let identity_failed = |exit: Option<i64>, stderr: String| {
+        RunError::Vm(VmError::Agent {
+            vm: vp.name.clone(),
+            source: crate::infra::qemu::error::AgentError::Identity { exit, stderr },
+        })
+    };
+    if how != IdentityBy::Command {
+        let helper = state::IdentityHelper::GUEST;
+        let request = state::identity_request(&random, &vp.name, &vm.config().mac, start.mtu, &start.cidr, now);
+        let exchanged = vm
+            .exchange(
+                "identity",
+                &helper.ready_path(),
+                &helper.request_path(),
+                request.as_bytes(),
+                &helper.answer_path(),
+                IDENTITY_TIMEOUT,
+            )
+            .await;
+        let why = match exchanged {
+            Ok(answer) => match state::parse_identity_answer(&answer) {
+                Ok(release) => return Ok(release),
+                Err(why) => format!("identity helper: {why}"),
+            },
+            Err(VmError::Agent { source: AgentError::ExchangeFailed { why, .. }, .. }) => {
+                format!("identity helper: {why}")
+            }
+            // Alive but stuck (its `ip`, say): the restore is given up like a failed one.
+            Err(VmError::StepTimeout { timeout, .. }) => {
+                format!("identity helper: no answer within {} s", timeout.as_secs())
+            }
+            Err(e) => return Err(RunError::Vm(e)),
+        };
+        if how == IdentityBy::Helper {
+            return Err(identity_failed(None, why));
+        }
+        rec.event(Event::Notice(format!("notice: VM {}: {why}; the identity command gives it instead", vp.name)));
+    }
+    let script = state::identity_script(&vp.name, &vm.config().mac, start.mtu, &start.cidr, now);
     // Before the suite's `env:` is set: nothing of the suite runs in it.
     let r = vm.exec("identity", &script, Some(random), IDENTITY_TIMEOUT).await?;
     if r.exit_code != Some(0) {
-        return Err(RunError::Vm(VmError::Agent {
-            vm: vp.name.clone(),
-            source: crate::infra::qemu::error::AgentError::Identity {
-                exit: r.exit_code,
-                stderr: String::from_utf8_lossy(&r.stderr).trim().to_string(),
-            },
-        }));
+        return Err(identity_failed(r.exit_code, String::from_utf8_lossy(&r.stderr).trim().to_string()));
     }
     Ok(String::from_utf8_lossy(&r.stdout).lines().next().unwrap_or_default().trim().to_string())
 }
@@ -416,10 +475,12 @@ fn getrandom_into(buf: &mut [u8]) -> std::io::Result<()> {
 }
 
 /// Saves `vm`'s state as its kind's (`key`) unless it exists or another VM is saving
-/// it. [`state::PRE_SAVE_SCRIPT`] runs first: the identity command's programs are read
-/// into the guest's page cache, and eth0 goes down (the state then holds no link, no
-/// IPv6 address and sends nothing from this VM's MAC; the identity command brings it
-/// up). A failed save is a notice, not an error: the VM goes on.
+/// it. [`state::pre_save_script`] runs first: it starts the identity helper (which
+/// every guest restored from the state finds running) and takes eth0 down (the state
+/// then holds no link, no IPv6 address and sends nothing from this VM's MAC; the
+/// identity brings it up). A failed save is a notice, not an error: the VM goes on.
+/// Returns whether the identity helper listens in `vm` (the pre-save command ran and
+/// said so).
 ///
 /// Errors: QEMU exited meanwhile, or the guest can't be made to run again
 /// ([`RunError::Vm`]).
@@ -429,31 +490,39 @@ async fn save_state(
     rec: &Recorder,
     start: &StartPlan<'_>,
     key: &str,
-) -> Result<(), RunError> {
+) -> Result<bool, RunError> {
     let not_saved = |why: String| Event::Notice(format!("notice: VM {}: its state was not saved: {why}", vp.name));
     let writer = match start.cache.begin_entry(state::KIND, key) {
         Ok(Some(w)) if state::usable_path(w.path()) => w,
-        Ok(_) => return Ok(()),
+        Ok(_) => return Ok(false),
         Err(e) => {
             rec.event(not_saved(e.to_string()));
-            return Ok(());
+            return Ok(false);
         }
     };
-    let down = vm.exec("link-down", state::PRE_SAVE_SCRIPT, None, IDENTITY_TIMEOUT).await?;
-    if down.exit_code != Some(0) {
+    let down = vm.exec("pre-save", &state::pre_save_script(), None, IDENTITY_TIMEOUT).await?;
+    let helper = String::from_utf8_lossy(&down.stdout).lines().any(|l| l == state::HELPER_READY);
+    if !helper {
+        // Every VM restored from the state would find no helper, and boot instead.
         rec.event(not_saved(format!(
-            "`{}` failed: {}",
-            state::PRE_SAVE_SCRIPT,
+            "the identity helper did not start: {}",
             String::from_utf8_lossy(&down.stderr).trim()
         )));
-        return Ok(());
+        return Ok(false);
+    }
+    if down.exit_code != Some(0) {
+        rec.event(not_saved(format!(
+            "the pre-save command (`ip link set eth0 down`) failed: {}",
+            String::from_utf8_lossy(&down.stderr).trim()
+        )));
+        return Ok(helper);
     }
     let t = Instant::now();
     let ram = match vm.save_state(writer.path()).await? {
         Ok(ram) => ram,
         Err(e) => {
             rec.event(not_saved(e.to_string()));
-            return Ok(());
+            return Ok(helper);
         }
     };
     let meta = StateMeta { ram_bytes: ram, took_s: t.elapsed().as_secs_f64(), ..start.meta.clone() };
@@ -479,7 +548,7 @@ async fn save_state(
         }
         Err(e) => rec.event(not_saved(e)),
     }
-    Ok(())
+    Ok(helper)
 }
 
 /// What every VM's [`run_vm`] shares.

@@ -197,6 +197,16 @@ pub fn fetch_deb_held(
 }
 
 fn download_verified(url: &str, dest: &Path, size: u64, sha256: &str) -> Result<(), ImageError> {
+    super::tool::retry_on_network(
+        &format!("fetching {url}"),
+        &super::tool::NETWORK_RETRY_WAITS,
+        None,
+        |e: &ImageError| e.is_network_failure().then(|| e.to_string()),
+        || download_verified_once(url, dest, size, sha256),
+    )
+}
+
+fn download_verified_once(url: &str, dest: &Path, size: u64, sha256: &str) -> Result<(), ImageError> {
     let resp = ureq::get(url).timeout(std::time::Duration::from_secs(600)).call().map_err(|e| match e {
         ureq::Error::Status(404, _) => ImageError::PinGone { url: url.to_string() },
         e => ImageError::Fetch(format!("{url}: {e}")),

@@ -301,7 +301,15 @@ fn get(archive: &str, rel: &str, limit: u64) -> Result<Vec<u8>, Get> {
             Err(e) => Err(bad(e.to_string())),
         };
     }
-    match ureq::get(&url).timeout(std::time::Duration::from_secs(300)).call() {
+    // Err(None): 404; Err(Some(words)) otherwise.
+    let call = || match ureq::get(&url).timeout(std::time::Duration::from_secs(300)).call() {
+        Ok(resp) => Ok(resp),
+        Err(ureq::Error::Status(404, _)) => Err(None),
+        Err(e) => Err(Some(e.to_string())),
+    };
+    let transport = |e: &Option<String>| e.clone().filter(|w| super::tool::network_failure(w));
+    let waits = &super::tool::NETWORK_RETRY_WAITS;
+    match super::tool::retry_on_network(&format!("fetching {url}"), waits, None, transport, call) {
         Ok(resp) => {
             let too_large = || format!("it is larger than {}", in_bytes(limit));
             if resp.header("Content-Length").and_then(|l| l.parse::<u64>().ok()).is_some_and(|l| l > limit) {
@@ -317,8 +325,8 @@ fn get(archive: &str, rel: &str, limit: u64) -> Result<Vec<u8>, Get> {
             }
             Ok(bytes)
         }
-        Err(ureq::Error::Status(404, _)) => Err(Get::NotFound),
-        Err(e) => Err(Get::Failed(IndexError::Fetch(format!("{url}: {e}")))),
+        Err(None) => Err(Get::NotFound),
+        Err(Some(e)) => Err(Get::Failed(IndexError::Fetch(format!("{url}: {e}")))),
     }
 }
 

@@ -164,17 +164,29 @@ fn build(
     };
     let tar = out.join("root.tar");
     let log = out.join("mmdebstrap.log");
-    let mut mm = Command::new("mmdebstrap");
-    mm.arg(format!("--variant={}", recipe.variant));
-    mm.args(include_args(recipe.packages.iter().chain(extra)));
-    mm.arg(if rootless { "--mode=unshare" } else { "--mode=root" })
-        .arg(&recipe.distribution)
-        .arg(&tar)
-        .arg(format!("deb {mirror} {} main", recipe.distribution));
-    for suite in &recipe.extra_suites {
-        mm.arg(format!("deb {mirror} {suite} main"));
-    }
-    run_tool(&mut mm, "mmdebstrap", Some(&log), cancel)?;
+    let mmdebstrap = || {
+        let mut mm = Command::new("mmdebstrap");
+        mm.arg(format!("--variant={}", recipe.variant));
+        mm.args(include_args(recipe.packages.iter().chain(extra)));
+        mm.arg(if rootless { "--mode=unshare" } else { "--mode=root" })
+            .arg(&recipe.distribution)
+            .arg(&tar)
+            .arg(format!("deb {mirror} {} main", recipe.distribution));
+        for suite in &recipe.extra_suites {
+            mm.arg(format!("deb {mirror} {suite} main"));
+        }
+        // A failed attempt may leave part of the tarball.
+        let _ = std::fs::remove_file(&tar);
+        run_tool(&mut mm, "mmdebstrap", Some(&log), cancel)
+    };
+    // The archive's name failing to resolve for a few seconds fails apt at once.
+    super::tool::retry_on_network(
+        &format!("building rootfs {}", recipe.distribution),
+        &super::tool::NETWORK_RETRY_WAITS,
+        Some(cancel),
+        |e: &ImageError| e.is_network_failure().then(|| e.to_string()),
+        mmdebstrap,
+    )?;
 
     let image = out.join("rootfs.ext4");
     let f = std::fs::File::create(&image).map_err(ImageError::io("creating image", &image))?;

@@ -93,6 +93,68 @@ pub(crate) fn run_tool(
     Ok(text)
 }
 
+/// Waits before the second and the third attempt of a step that failed because the
+/// network did (a name that would not resolve, a connection refused or timed out):
+/// seconds, not minutes, since the archive is usually back at once (seen in CI: an
+/// mmdebstrap run failed on "Temporary failure resolving 'deb.debian.org'" 25 minutes
+/// into a run whose earlier builds had fetched from the same archive).
+pub(crate) const NETWORK_RETRY_WAITS: [std::time::Duration; 2] =
+    [std::time::Duration::from_secs(10), std::time::Duration::from_secs(30)];
+
+/// Whether `text` (an error's words, or the last lines a tool printed) says the network
+/// failed rather than the request: apt's `Temporary failure resolving`, `Could not
+/// resolve`, `Could not connect`, `Connection timed out`, `Connection failed`,
+/// `Unable to connect` (apt 2.6, under mmdebstrap) and ureq 2's transport errors
+/// (`Dns Failed`, `Connection Failed`, `timed out`, `connection reset`). A 404, a
+/// checksum that differs or a package apt can't find is not.
+pub(crate) fn network_failure(text: &str) -> bool {
+    const SIGNS: [&str; 10] = [
+        "temporary failure resolving",
+        "could not resolve",
+        "could not connect",
+        "connection timed out",
+        "connection failed",
+        "unable to connect",
+        "dns failed",
+        "timed out reading",
+        "connection reset",
+        "network is unreachable",
+    ];
+    let text = text.to_ascii_lowercase();
+    SIGNS.iter().any(|s| text.contains(s))
+}
+
+/// Runs `attempt`, and again after each of `waits` while it fails with an error for
+/// which `network` gives words (the error is the network's; `None` otherwise), printing
+/// a notice on stderr each time, naming `what` and the first line of those words that
+/// [`network_failure`] matches; returns its last result. Gives up waiting, returning
+/// the last error, once `cancel` is set.
+pub(crate) fn retry_on_network<T, E>(
+    what: &str,
+    waits: &[std::time::Duration],
+    cancel: Option<&CancelFlag>,
+    network: impl Fn(&E) -> Option<String>,
+    mut attempt: impl FnMut() -> Result<T, E>,
+) -> Result<T, E> {
+    for wait in waits {
+        let e = match attempt() {
+            Err(e) if !cancel.is_some_and(CancelFlag::is_cancelled) => e,
+            r => return r,
+        };
+        let Some(words) = network(&e) else { return Err(e) };
+        let line = words.lines().find(|l| network_failure(l)).or(words.lines().next()).unwrap_or("");
+        eprintln!("notice: {what}: the network failed ({}); trying again in {} s", line.trim(), wait.as_secs());
+        let until = std::time::Instant::now() + *wait;
+        while std::time::Instant::now() < until {
+            if cancel.is_some_and(CancelFlag::is_cancelled) {
+                return Err(e);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100).min(until - std::time::Instant::now()));
+        }
+    }
+    attempt()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +175,61 @@ mod tests {
         let out = run_tool(std::process::Command::new("echo").arg("built"), "echo", None, cache.cancel_flag()).unwrap();
         assert_eq!(out.trim(), "built");
         assert!(!cache.cancel_flag().is_cancelled() && interrupted.is_cancelled());
+    }
+    /// The lines mmdebstrap printed when CI's resolver failed, and ureq's wording.
+    #[test]
+    fn network_failures_are_told_from_other_failures() {
+        let ci = "Err:1 http://deb.debian.org/debian bookworm InRelease\n  Temporary failure resolving 'deb.debian.org'\nE: Some index files failed to download.";
+        assert!(network_failure(ci));
+        assert!(network_failure(
+            "http://a.example/x.deb: Dns Failed: resolve dns name 'a.example:80': failed to lookup address"
+        ));
+        assert!(network_failure("http://a.example/x.deb: Connection Failed: Connect error: connection refused"));
+        assert!(!network_failure("E: Unable to locate package nfs-kernel-sever"));
+        assert!(!network_failure("http://a.example/x.deb: status code 404"));
+        assert!(!network_failure("expected 10 bytes with SHA-256 ab, got 11 bytes"));
+    }
+
+    #[test]
+    fn a_network_failure_is_tried_again_and_others_are_not() {
+        let waits = [std::time::Duration::from_millis(1); 2];
+        let is_network = |e: &String| network_failure(e).then(|| e.clone());
+        // Fails twice on the network, then works: three attempts.
+        let mut n = 0;
+        let r = retry_on_network("test", &waits, None, is_network, || {
+            n += 1;
+            if n < 3 {
+                Err("Temporary failure resolving 'x'".to_string())
+            } else {
+                Ok(n)
+            }
+        });
+        assert_eq!(r, Ok(3));
+        // Always the network: three attempts, then the last error.
+        let mut n = 0;
+        let r: Result<(), String> = retry_on_network("test", &waits, None, is_network, || {
+            n += 1;
+            Err(format!("Could not connect ({n})"))
+        });
+        assert_eq!((r, n), (Err("Could not connect (3)".to_string()), 3));
+        // Not the network: one attempt.
+        let mut n = 0;
+        let r: Result<(), String> = retry_on_network("test", &waits, None, is_network, || {
+            n += 1;
+            Err("Unable to locate package x".to_string())
+        });
+        assert_eq!((r.is_err(), n), (true, 1));
+        // A cancelled run does not wait.
+        let cancel = CancelFlag::new();
+        cancel.cancel();
+        let mut n = 0;
+        let long = [std::time::Duration::from_secs(60); 2];
+        let t = std::time::Instant::now();
+        let r: Result<(), String> = retry_on_network("test", &long, Some(&cancel), is_network, || {
+            n += 1;
+            Err("Could not connect".to_string())
+        });
+        assert_eq!((r.is_err(), n), (true, 1));
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
     }
 }

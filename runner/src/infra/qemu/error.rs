@@ -50,6 +50,15 @@ pub enum AgentError {
         /// The step's timeout.
         timeout: Duration,
     },
+    /// A [`super::vm::Vm::exchange`] with a program in the guest failed: it is not
+    /// listening, or it stopped without answering.
+    #[error("{step}: {why}")]
+    ExchangeFailed {
+        /// The exchange (`identity`).
+        step: String,
+        /// Why, as words.
+        why: String,
+    },
     /// The identity script (host name, address, clock) exited non-zero in the guest.
     #[error("setting the guest's host name, address and clock failed (exit {exit:?}): {stderr}")]
     Identity {

@@ -56,6 +56,19 @@ impl InFlight {
         protocol: &str,
         command: impl Future<Output = Result<T, qapi::ExecuteError>>,
     ) -> std::io::Result<T> {
+        self.run_answered(protocol, command).await?.map_err(std::io::Error::from)
+    }
+
+    /// [`InFlight::run`], keeping an error the other side answered with (QMP's or the
+    /// guest agent's `{"error": …}`: the command was refused, e.g. a file that is not
+    /// there) apart from a failed connection.
+    ///
+    /// Errors: as [`InFlight::run`], for the connection only.
+    pub async fn run_answered<T>(
+        &self,
+        protocol: &str,
+        command: impl Future<Output = Result<T, qapi::ExecuteError>>,
+    ) -> std::io::Result<Result<T, qapi::Error>> {
         if self.abandoned() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::BrokenPipe,
@@ -65,7 +78,11 @@ impl InFlight {
         let mut armed = Armed(&self.abandoned, true);
         let result = command.await;
         armed.1 = false;
-        result.map_err(std::io::Error::from)
+        match result {
+            Ok(v) => Ok(Ok(v)),
+            Err(qapi::ExecuteError::Qapi(refused)) => Ok(Err(refused)),
+            Err(qapi::ExecuteError::Io(e)) => Err(e),
+        }
     }
 }
 

@@ -2,7 +2,8 @@
 //! `guest-sync-delimited` (by hand, on the raw socket) to find a live agent and drop
 //! what it still had to say to earlier connections, then, via the `qapi` crate,
 //! `guest-exec` + `guest-exec-status` to run commands with captured stdout, stderr and
-//! exit status.
+//! exit status, and `guest-file-open`/`-read`/`-write`/`-close` for small files (the
+//! identity helper's request and answer, [`super::state::IdentityHelper`]).
 
 use std::path::Path;
 use std::time::Duration;
@@ -152,6 +153,56 @@ impl Qga {
         Ok(r.pid)
     }
 
+    /// `guest-file-open` of `path` with fopen `mode` (`r`, `r+`, …); `Ok(None)` when the
+    /// agent refuses it (the file is not there, or may not be opened so).
+    ///
+    /// Errors: the connection failed.
+    pub async fn file_open_if_there(&self, path: &str, mode: &str) -> std::io::Result<Option<i64>> {
+        let open = qga::guest_file_open { path: path.to_string(), mode: Some(mode.to_string()) };
+        Ok(self.inflight.run_answered("guest agent", self.service.execute(open)).await?.ok())
+    }
+
+    /// `guest-file-close` of `handle`.
+    ///
+    /// Errors: the connection failed, or the agent refused.
+    async fn file_close(&self, handle: i64) -> std::io::Result<()> {
+        self.execute(qga::guest_file_close { handle }).await.map(|_| ())
+    }
+
+    /// At most `limit` bytes of the guest file `path` (one `guest-file-read`, then
+    /// close); `Ok(None)` when it can't be opened (not there).
+    ///
+    /// Errors: the connection failed, or the agent refused the read.
+    pub async fn read_file_if_there(&self, path: &str, limit: u32) -> std::io::Result<Option<Vec<u8>>> {
+        let Some(handle) = self.file_open_if_there(path, "r").await? else {
+            return Ok(None);
+        };
+        let read = self.execute(qga::guest_file_read { handle, count: Some(limit.into()) }).await;
+        let closed = self.file_close(handle).await;
+        let read = read?;
+        closed?;
+        Ok(Some(read.buf_b64))
+    }
+
+    /// Writes `bytes` into the guest file `path`, which must exist, opened `r+`
+    /// (read-write, not truncated: a FIFO opened so never waits for a reader, so the
+    /// agent can't hang on it); `Ok(false)` when it can't be opened.
+    ///
+    /// Errors: the connection failed, the agent refused the write, or it wrote fewer
+    /// bytes (`WriteZero`).
+    pub async fn write_file_if_there(&self, path: &str, bytes: &[u8]) -> std::io::Result<bool> {
+        let Some(handle) = self.file_open_if_there(path, "r+").await? else {
+            return Ok(false);
+        };
+        let write = self.execute(qga::guest_file_write { handle, buf_b64: bytes.to_vec(), count: None }).await;
+        let closed = self.file_close(handle).await;
+        if write?.count != bytes.len() as i64 {
+            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, format!("short write to {path}")));
+        }
+        closed?;
+        Ok(true)
+    }
+
     /// `guest-get-time`: the guest's wall clock, nanoseconds since the Unix epoch.
     pub async fn time_ns(&self) -> std::io::Result<i64> {
         self.execute(qga::guest_get_time {}).await
@@ -228,6 +279,57 @@ mod tests {
         let requests = agent.await.unwrap();
         assert_eq!(requests[0], b"\xff{\"execute\":\"guest-sync-delimited\",\"arguments\":{\"id\":1234}}\n");
         assert!(String::from_utf8_lossy(&requests[1]).contains("guest-get-time"), "{requests:?}");
+    }
+
+    /// A fake agent that syncs, then answers each request line with the next of
+    /// `answers` and closes the connection when they run out.
+    fn scripted_agent(socket: &Path, answers: Vec<&'static str>) -> tokio::task::JoinHandle<Vec<String>> {
+        let listener = tokio::net::UnixListener::bind(socket).unwrap();
+        tokio::spawn(async move {
+            let (conn, _) = listener.accept().await.unwrap();
+            let (read, mut write) = tokio::io::split(conn);
+            let mut read = BufReader::new(read);
+            let mut line = Vec::new();
+            read.read_until(b'\n', &mut line).await.unwrap();
+            let request: serde_json::Value = serde_json::from_slice(line.strip_prefix(&[SENTINEL]).unwrap()).unwrap();
+            let mut sync = vec![SENTINEL];
+            sync.extend_from_slice(format!("{{\"return\": {}}}\n", request["arguments"]["id"]).as_bytes());
+            write.write_all(&sync).await.unwrap();
+            let mut requests = Vec::new();
+            for answer in answers {
+                line.clear();
+                if read.read_until(b'\n', &mut line).await.unwrap_or(0) == 0 {
+                    break;
+                }
+                requests.push(String::from_utf8_lossy(&line).into_owned());
+                write.write_all(answer.as_bytes()).await.unwrap();
+            }
+            requests
+        })
+    }
+
+    #[tokio::test]
+    async fn a_refused_open_is_no_file_and_a_lost_connection_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("qga.sock");
+        let agent = scripted_agent(
+            &socket,
+            vec![
+                "{\"error\": {\"class\": \"GenericError\", \"desc\": \"failed to open file '/run/x': No such file or directory\"}}\n",
+                "{\"return\": 1000}\n",
+                "{\"return\": {\"count\": 3, \"buf-b64\": \"b2sK\", \"eof\": true}}\n",
+                "{\"return\": {}}\n",
+            ],
+        );
+        let qga = Qga::try_connect(&socket, Duration::from_secs(5), 7).await.unwrap().expect("synced");
+        assert_eq!(qga.read_file_if_there("/run/x", 4096).await.unwrap(), None, "refused: not there");
+        assert_eq!(qga.read_file_if_there("/run/y", 4096).await.unwrap(), Some(b"ok\n".to_vec()));
+        // The agent is gone: an error, not "not there yet".
+        assert!(qga.read_file_if_there("/run/z", 4096).await.is_err());
+        let requests = agent.await.unwrap();
+        assert!(requests[0].contains("guest-file-open") && requests[0].contains("\"mode\":\"r\""), "{requests:?}");
+        assert!(requests[2].contains("guest-file-read") && requests[2].contains("\"count\":4096"), "{requests:?}");
+        assert!(requests[3].contains("guest-file-close"), "{requests:?}");
     }
 
     #[tokio::test]

@@ -45,14 +45,18 @@
 //! the kernel command line has no host name or address, the guest's init gives eth0 no
 //! address, and eth0 is taken down before the save (no link, no IPv6 address, nothing
 //! sent from the saving VM's MAC). After the agent answers, booted or restored, the runner
-//! applies the VM's identity with one command ([`identity_script`]): host name, MAC,
-//! MTU, address, clock, and host randomness mixed into the guest's entropy pool.
+//! gives the VM its identity: host name, MAC, MTU, address, clock, and host randomness
+//! mixed into the guest's entropy pool. A restored guest (and the guest that saved the
+//! state) gets it from the identity helper ([`IdentityHelper`]), which the saving guest
+//! started just before its save ([`pre_save_script`]) and which every restored guest
+//! finds waiting; a booted guest that saved nothing, with one command
+//! ([`identity_script`]).
 //!
 //! What a restored guest shares with the guest that was saved (and with every other
 //! VM restored from the same state): its boot log (`dmesg`), `uptime`,
 //! `/proc/sys/kernel/random/boot_id`, and everything in its memory: the same start
 //! state on every run. Its random-number generator is reseeded with host randomness
-//! by the identity command.
+//! when it is given its identity.
 
 use std::path::{Path, PathBuf};
 
@@ -73,7 +77,7 @@ pub const CONSOLE_FILE: &str = "console.log";
 pub const META_FILE: &str = "meta.json";
 /// Changes when what a saved state must contain changes (the identity protocol, the
 /// files of an entry): older entries are then not used.
-pub const STATE_FORMAT: u32 = 1;
+pub const STATE_FORMAT: u32 = 2;
 /// Oldest QEMU that can migrate to and from a file (`file:` URIs: QEMU 8.2).
 pub const MIN_QEMU: (u32, u32) = (8, 2);
 
@@ -376,6 +380,9 @@ pub fn state_key(
         "rootfs": rootfs_key,
         "host_cpu": cpu,
         "args": qemu_args(&generic),
+        // What runs in the saved guest: a state saved with another identity helper
+        // would answer another protocol.
+        "pre_save": crate::infra::hash::sha256_hex(pre_save_script().as_bytes()),
     });
     crate::infra::hash::sha256_hex(text.to_string().as_bytes())
 }
@@ -386,13 +393,225 @@ pub fn usable_path(path: &Path) -> bool {
     !path.to_string_lossy().contains(',')
 }
 
-/// The command run in a booted guest just before its state is saved: it runs the
-/// programs of [`identity_script`] that boot did not (`perl`, `date`) once, so that their
-/// files are in the saved guest's page cache and a restored guest's identity command
-/// does not read them from its disk first, then takes eth0 down (the state then holds
-/// no link, no IPv6 address and sends nothing from the saved MAC). Its exit status is
-/// that of `ip link set eth0 down`.
-pub const PRE_SAVE_SCRIPT: &str = "perl -e 1 >/dev/null 2>&1; date >/dev/null 2>&1; ip link set eth0 down";
+/// The identity helper: a small perl program that a saving guest starts just before
+/// its state is saved, so that it is already running, its `ip` already started, in
+/// every guest restored from that state. It waits for one request line on a FIFO,
+/// applies it without starting a process (randomness to `/dev/urandom` and the
+/// `RNDRESEEDCRNG` ioctl, host name, `clock_settime`, eth0 through the `ip -force
+/// -batch -` it started), answers in a file and exits. The runner writes the request
+/// and reads the answer with the guest agent's file commands
+/// ([`super::vm::Vm::exchange`]): under TCG a just-restored guest starts each process
+/// slowly, and the identity command ([`identity_script`]: `sh`, `cat`, `perl`, `date`,
+/// `ip`) was most of a restore's time.
+///
+/// Its files, in [`IdentityHelper::dir`]: `identity` (the FIFO, which the helper holds
+/// open read-write, so that a writer never waits), `identity.ready` (the helper's PID,
+/// written once it listens), `identity.out` (the answer, renamed into place whole:
+/// `ok RELEASE` or `error: WHY`), `identity.err` (what `ip` printed), `identity.pl`.
+/// Every path it touches and the clock syscall are fields, so that its tests run it on
+/// the host against temporary files and a fake `ip` ([`IdentityHelper::GUEST`] is the
+/// guest's).
+#[derive(Debug, Clone, Copy)]
+pub struct IdentityHelper<'a> {
+    /// Folder of its files (`/run/vmrepro`, a tmpfs in the guest).
+    pub dir: &'a str,
+    /// `ip` (iproute2), by absolute path.
+    pub ip: &'a str,
+    /// Where the randomness goes (`/dev/urandom`).
+    pub urandom: &'a str,
+    /// The kernel's host name (`/proc/sys/kernel/hostname`).
+    pub hostname: &'a str,
+    /// The rootfs's host name file (`/etc/hostname`).
+    pub etc_hostname: &'a str,
+    /// The kernel release it answers with (`/proc/sys/kernel/osrelease`).
+    pub osrelease: &'a str,
+    /// The NIC it waits for before configuring it (`/sys/class/net/eth0`).
+    pub eth0: &'a str,
+    /// x86_64 syscall that takes `(CLOCK_REALTIME, &timespec)`: 227, `clock_settime`
+    /// (its tests use 228, `clock_gettime`).
+    pub clock_syscall: u32,
+}
+
+impl IdentityHelper<'static> {
+    /// The helper as the guest runs it.
+    pub const GUEST: IdentityHelper<'static> = IdentityHelper {
+        dir: "/run/vmrepro",
+        ip: "/sbin/ip",
+        urandom: "/dev/urandom",
+        hostname: "/proc/sys/kernel/hostname",
+        etc_hostname: "/etc/hostname",
+        osrelease: "/proc/sys/kernel/osrelease",
+        eth0: "/sys/class/net/eth0",
+        clock_syscall: 227,
+    };
+}
+
+/// The helper's program, with `@NAME@` for each [`IdentityHelper`] field. Only core
+/// perl, no module (under TCG, loading `POSIX.pm` in a guest cost about half a second).
+/// SIGPIPE is ignored, so an `ip` that died makes an error answer, not a silent exit; a line
+/// that is not a well-formed request changes nothing (`error: bad request`).
+const HELPER_PERL: &str = r#"use strict;
+$SIG{PIPE} = 'IGNORE';
+my $dir = '@DIR@';
+my ($fifo, $out, $ready, $err) = ("$dir/identity", "$dir/identity.out", "$dir/identity.ready", "$dir/identity.err");
+sub answer {
+    my ($text) = @_;
+    if (open(my $f, '>', "$out.tmp")) {
+        print $f "$text\n";
+        close($f);
+        rename("$out.tmp", $out);
+    }
+    exit 0;
+}
+unlink($fifo, $out, $ready);
+# mknod(2) of a FIFO, mode 0600 (x86_64 syscall 133): POSIX::mkfifo would load POSIX.pm.
+syscall(133, $fifo, 0010600, 0) == 0 or die "mkfifo $fifo: $!\n";
+open(my $in, '+<', $fifo) or die "opening $fifo: $!\n";
+my $helper = fork() // die "fork: $!\n";
+if ($helper) {
+    # The parent: exits 0 once the helper listens (its PID in $ready), 1 if it died or
+    # took over 10 s (then it is killed).
+    for (my $i = 0; $i < 1000 && !-e $ready; $i++) {
+        last if waitpid($helper, 1) == $helper;
+        select(undef, undef, undef, 0.01);
+    }
+    exit 0 if -e $ready;
+    kill('KILL', $helper);
+    exit 1;
+}
+open(STDIN, '<', '/dev/null') or die "stdin: $!\n";
+open(STDOUT, '>', '/dev/null') or die "stdout: $!\n";
+open(STDERR, '>', $err) or die "opening $err: $!\n";
+open(my $ip, '|-', '@IP@', '-force', '-batch', '-') or die "starting @IP@: $!\n";
+open(my $r, '>', "$ready.tmp") or die "opening $ready.tmp: $!\n";
+print $r "$$\n";
+close($r) or die "writing $ready.tmp: $!\n";
+rename("$ready.tmp", $ready) or die "renaming $ready.tmp: $!\n";
+my $line = <$in>;
+defined($line) or answer('error: no request');
+chomp($line);
+$line =~ /\Av1 ([0-9a-f]{128}) ([a-z][a-z0-9-]{0,62}) ([0-9]{1,12})\.([0-9]{3}) ((?:[0-9a-f]{2}:){5}[0-9a-f]{2}) ([0-9]{2,5}) ([0-9]{1,3}(?:\.[0-9]{1,3}){3}\/[0-9]{1,2})\z/
+    or answer('error: bad request');
+my ($random, $name, $sec, $ms, $mac, $mtu, $cidr) = ($1, $2, $3, $4, $5, $6, $7);
+if (open(my $u, '>', '@URANDOM@')) {
+    syswrite($u, pack('H*', $random));
+    ioctl($u, 0x5207, 0);
+    close($u);
+}
+for my $file ('@HOSTNAME@', '@ETC_HOSTNAME@') {
+    open(my $h, '>', $file) or answer("error: $file: $!");
+    print $h "$name\n";
+    close($h) or answer("error: $file: $!");
+}
+my $ts = pack('qq', $sec, $ms * 1000000);
+syscall(@CLOCK@, 0, $ts) == 0 or answer("error: setting the clock: $!");
+for (my $i = 0; !-e '@ETH0@' && $i < 200; $i++) {
+    select(undef, undef, undef, 0.05);
+}
+print $ip "link set lo up\nlink set eth0 down\naddress flush dev eth0\nlink set eth0 address $mac mtu $mtu\naddress add $cidr dev eth0\nlink set eth0 up\n";
+if (!close($ip)) {
+    my $status = $? >> 8;
+    my $said = '';
+    if (open(my $e, '<', $err)) {
+        local $/;
+        $said = <$e> // '';
+    }
+    $said =~ s/\s+/ /g;
+    $said =~ s/ \z//;
+    answer("error: ip exited with status $status: $said");
+}
+open(my $o, '<', '@OSRELEASE@') or answer("error: @OSRELEASE@: $!");
+my $release = <$o> // '';
+chomp($release);
+answer("ok $release");
+"#;
+
+impl IdentityHelper<'_> {
+    /// The FIFO the request is written to.
+    pub fn request_path(&self) -> String {
+        format!("{}/identity", self.dir)
+    }
+
+    /// The answer file (`ok RELEASE` or `error: WHY`, one line).
+    pub fn answer_path(&self) -> String {
+        format!("{}/identity.out", self.dir)
+    }
+
+    /// The file holding the helper's PID once it listens.
+    pub fn ready_path(&self) -> String {
+        format!("{}/identity.ready", self.dir)
+    }
+
+    /// The perl program (see [`IdentityHelper`]).
+    pub fn program(&self) -> String {
+        HELPER_PERL
+            .replace("@DIR@", self.dir)
+            .replace("@IP@", self.ip)
+            .replace("@URANDOM@", self.urandom)
+            .replace("@HOSTNAME@", self.hostname)
+            .replace("@ETC_HOSTNAME@", self.etc_hostname)
+            .replace("@OSRELEASE@", self.osrelease)
+            .replace("@ETH0@", self.eth0)
+            .replace("@CLOCK@", &self.clock_syscall.to_string())
+    }
+
+    /// The shell command that writes the program to `identity.pl` and runs it: the
+    /// program forks the helper and exits once the helper listens (within 10 s; else
+    /// it kills it), with no polling process in between. Prints `identity helper
+    /// ready` when it does, and otherwise why on stderr (its status is 0 either way).
+    pub fn start_script(&self) -> String {
+        let dir = self.dir;
+        format!(
+            "mkdir -p {dir} && chmod 0700 {dir}
+cat > {dir}/identity.pl <<'VMREPRO_HELPER_EOF'
+{program}VMREPRO_HELPER_EOF
+if perl {dir}/identity.pl </dev/null >/dev/null 2>{dir}/identity.start-err; then
+  echo 'identity helper ready'
+else
+  echo \"identity helper did not start: $(head -c 500 {dir}/identity.start-err) $(head -c 500 {dir}/identity.err 2>/dev/null)\" >&2
+fi
+",
+            program = self.program()
+        )
+    }
+}
+
+/// The command run in a booted guest just before its state is saved: starts the
+/// identity helper ([`IdentityHelper::start_script`]), then takes eth0 down (the state
+/// then holds no link, no IPv6 address and sends nothing from the saved MAC). Its exit
+/// status is that of `ip link set eth0 down`; its output has `identity helper ready`
+/// when the helper listens.
+pub fn pre_save_script() -> String {
+    format!("{}ip link set eth0 down\n", IdentityHelper::GUEST.start_script())
+}
+
+/// What [`pre_save_script`] prints once the identity helper listens.
+pub const HELPER_READY: &str = "identity helper ready";
+
+/// The identity helper's request line: `v1`, `random` as lowercase hex (exactly
+/// [`IDENTITY_RANDOM_BYTES`]), the host name, the clock (`now_s`, seconds since the
+/// epoch, to the millisecond), the MAC, the MTU and `cidr` (`ADDR/PREFIX`),
+/// space-separated, with a newline. The inputs are those of [`identity_script`].
+pub fn identity_request(random: &[u8], hostname: &str, mac: &str, mtu: u32, cidr: &str, now_s: f64) -> String {
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    format!("v1 {hex} {hostname} {now_s:.3} {} {mtu} {cidr}\n", mac.to_ascii_lowercase())
+}
+
+/// The kernel release in the identity helper's answer (`ok RELEASE`).
+///
+/// Errors: the helper's `error: WHY` (as `WHY`), or the answer as text when it is
+/// neither.
+pub fn parse_identity_answer(answer: &[u8]) -> Result<String, String> {
+    let text = String::from_utf8_lossy(answer);
+    let line = text.lines().next().unwrap_or_default().trim();
+    if let Some(release) = line.strip_prefix("ok ") {
+        return Ok(release.trim().to_string());
+    }
+    match line.strip_prefix("error: ") {
+        Some(why) => Err(why.to_string()),
+        None => Err(format!("an answer that is neither ok nor error: {line:?}")),
+    }
+}
 
 /// Bytes of host randomness [`identity_script`] mixes into the guest's entropy pool
 /// (sent on its stdin).
@@ -410,11 +629,15 @@ pub const IDENTITY_RANDOM_BYTES: usize = 64;
 /// Its output's first line is the guest's kernel release (`/proc/sys/kernel/osrelease`),
 /// which the runner checks on a restored guest (one command instead of two: under TCG
 /// each costs a process start in the guest and a guest-agent round trip).
-/// `cidr` is `ADDR/PREFIX`. All inputs come from the plan (names and addresses the
+/// `cidr` is `ADDR/PREFIX`. It first stops an identity helper that is still waiting
+/// (the fallback when a saving guest's helper failed). All inputs come from the plan (names and addresses the
 /// suite checker accepted, a MAC and MTU the runner chose), not from suite text.
 pub fn identity_script(hostname: &str, mac: &str, mtu: u32, cidr: &str, now_s: f64) -> String {
+    let ready = IdentityHelper::GUEST.ready_path();
     format!(
         "set -e
+kill \"$(cat {ready} 2>/dev/null)\" 2>/dev/null || true
+rm -f {ready}
 cat > /dev/urandom
 cat /proc/sys/kernel/osrelease
 perl -e 'open(my $f, \">\", \"/dev/urandom\") or exit 0; ioctl($f, 0x5207, 0); exit 0'
@@ -626,6 +849,218 @@ pub(crate) mod tests {
         // made again from the new MAC.
         let (down, up) = (s.find("link set eth0 down").unwrap(), s.find("link set eth0 up").unwrap());
         assert!(down < s.find("link set eth0 address").unwrap() && up > s.find("address add").unwrap());
+    }
+
+    /// The identity helper, run on the host with every path it touches in a temporary
+    /// folder, the clock syscall a read (`clock_gettime`) and `ip` a fake that records
+    /// what it was told: nothing of the host is changed.
+    struct HostHelper {
+        dir: tempfile::TempDir,
+        child: Option<std::process::Child>,
+    }
+
+    impl HostHelper {
+        fn path(&self, name: &str) -> String {
+            self.dir.path().join(name).to_str().unwrap().to_string()
+        }
+
+        /// The helper's paths, with a fake `ip` that exits with `ip_status` (printing
+        /// an RTNETLINK message when that is not 0).
+        fn new(ip_status: u8) -> HostHelper {
+            let dir = tempfile::tempdir().unwrap();
+            let h = HostHelper { dir, child: None };
+            let fake = format!(
+                "#!/bin/sh\ncat > {}\n[ {ip_status} = 0 ] || echo 'RTNETLINK answers: Operation not permitted' >&2\nexit {ip_status}\n",
+                h.path("ip.in")
+            );
+            std::fs::write(h.path("ip"), fake).unwrap();
+            std::fs::set_permissions(h.path("ip"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+            std::fs::write(h.path("osrelease"), "6.1.0-test-amd64\n").unwrap();
+            std::fs::write(h.path("eth0"), "").unwrap();
+            std::fs::create_dir(h.path("run")).unwrap();
+            std::fs::create_dir(h.path("empty-path")).unwrap();
+            h
+        }
+
+        fn helper(&self) -> IdentityHelper<'_> {
+            // Leaked: the test's strings live as long as the test.
+            let p = |n: &str| &*Box::leak(self.path(n).into_boxed_str());
+            IdentityHelper {
+                dir: p("run"),
+                ip: p("ip"),
+                urandom: p("urandom"),
+                hostname: p("hostname"),
+                etc_hostname: p("etc-hostname"),
+                osrelease: p("osrelease"),
+                eth0: p("eth0"),
+                clock_syscall: 228,
+            }
+        }
+
+        /// Starts the helper with `sh -c` of its start script (`PATH` only for the
+        /// shell's own tools) and returns what the script printed.
+        fn start(&mut self) -> String {
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(self.helper().start_script())
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+        }
+
+        /// Writes `line` into the FIFO (opened read-write: never waits) and returns the
+        /// answer, waiting up to 10 s.
+        fn ask(&self, line: &str) -> String {
+            use std::io::Write;
+            let h = self.helper();
+            let mut fifo = std::fs::OpenOptions::new().read(true).write(true).open(h.request_path()).unwrap();
+            fifo.write_all(line.as_bytes()).unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while std::time::Instant::now() < deadline {
+                if let Ok(a) = std::fs::read_to_string(h.answer_path()) {
+                    return a;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            panic!("no answer within 10 s");
+        }
+
+        fn read(&self, name: &str) -> Vec<u8> {
+            std::fs::read(self.path(name)).unwrap_or_default()
+        }
+    }
+
+    impl Drop for HostHelper {
+        fn drop(&mut self) {
+            if let Some(mut c) = self.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            // A helper still waiting: a line that is no request makes it exit.
+            if let Ok(mut f) =
+                std::fs::OpenOptions::new().write(true).custom_flags_nonblock().open(self.helper().request_path())
+            {
+                let _ = std::io::Write::write_all(&mut f, b"stop\n");
+            }
+        }
+    }
+
+    trait NonBlock {
+        fn custom_flags_nonblock(&mut self) -> &mut Self;
+    }
+
+    impl NonBlock for std::fs::OpenOptions {
+        fn custom_flags_nonblock(&mut self) -> &mut Self {
+            std::os::unix::fs::OpenOptionsExt::custom_flags(self, libc::O_NONBLOCK)
+        }
+    }
+
+    #[test]
+    fn the_helper_names_no_host_path_but_its_own() {
+        let h = HostHelper::new(0);
+        let helper = h.helper();
+        let program = helper.start_script();
+        let root = h.dir.path().to_str().unwrap();
+        // Every absolute path (two components or more) is one of the test's.
+        let paths = regex::Regex::new(r#"(?:^|[\s'"<>=(])(/[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+)"#).unwrap();
+        let mut seen = 0;
+        for m in paths.captures_iter(&program) {
+            let path = &m[1];
+            assert!(path.starts_with(root) || path == "/dev/null", "a host path in the helper: {path}");
+            seen += 1;
+        }
+        assert!(seen > 10, "the scan finds the helper's paths ({seen})");
+        // The guest's helper uses the files the runner reads and writes.
+        let guest = IdentityHelper::GUEST.program();
+        for f in ["identity\"", "identity.out\"", "identity.ready\""] {
+            assert!(guest.contains(&format!("$dir/{f}")), "{f}");
+        }
+        assert!(guest.contains("my $dir = '/run/vmrepro';") && guest.contains("'/sbin/ip', '-force', '-batch', '-'"));
+        assert!(guest.contains("syscall(227, 0, $ts)"), "clock_settime on x86_64");
+    }
+
+    #[test]
+    fn the_pre_save_command_is_valid_shell() {
+        let out = std::process::Command::new("/bin/sh").arg("-n").arg("-c").arg(pre_save_script()).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(pre_save_script().ends_with("ip link set eth0 down\n"));
+        let out = std::process::Command::new("perl")
+            .arg("-c")
+            .arg("-e")
+            .arg(IdentityHelper::GUEST.program())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    #[test]
+    fn the_helper_applies_a_request_and_answers_with_the_release() {
+        let mut h = HostHelper::new(0);
+        assert_eq!(h.start().trim(), HELPER_READY);
+        let random: Vec<u8> = (0..IDENTITY_RANDOM_BYTES as u8).collect();
+        let request =
+            identity_request(&random, "client-a", "52:54:00:9E:43:32", 1400, "10.77.0.11/24", 1_764_540_000.25);
+        assert!(request.contains(" 1764540000.250 52:54:00:9e:43:32 1400 10.77.0.11/24\n"), "{request}");
+        let answer = h.ask(&request);
+        assert_eq!(parse_identity_answer(answer.as_bytes()), Ok("6.1.0-test-amd64".to_string()));
+        assert_eq!(h.read("urandom"), random, "the host's bytes, as bytes");
+        assert_eq!(h.read("hostname"), b"client-a\n");
+        assert_eq!(h.read("etc-hostname"), b"client-a\n");
+        let ip = String::from_utf8(h.read("ip.in")).unwrap();
+        assert_eq!(
+            ip,
+            "link set lo up\nlink set eth0 down\naddress flush dev eth0\nlink set eth0 address 52:54:00:9e:43:32 mtu 1400\naddress add 10.77.0.11/24 dev eth0\nlink set eth0 up\n"
+        );
+    }
+
+    #[test]
+    fn an_ip_that_fails_is_an_error_answer_with_its_message() {
+        let mut h = HostHelper::new(2);
+        assert_eq!(h.start().trim(), HELPER_READY);
+        let request =
+            identity_request(&[7; IDENTITY_RANDOM_BYTES], "server", "52:54:00:00:00:01", 1500, "10.0.0.1/24", 1.0);
+        let answer = h.ask(&request);
+        assert_eq!(
+            parse_identity_answer(answer.as_bytes()),
+            Err("ip exited with status 2: RTNETLINK answers: Operation not permitted".to_string())
+        );
+    }
+
+    #[test]
+    fn a_line_that_is_no_request_changes_nothing() {
+        let good =
+            identity_request(&[1; IDENTITY_RANDOM_BYTES], "client-a", "52:54:00:00:00:01", 1500, "10.0.0.1/24", 5.5);
+        let bad = [
+            good.replace("client-a", "client;reboot"),
+            good.replace(" 1500 ", " 1500 extra "),
+            good.replacen(&"01".repeat(IDENTITY_RANDOM_BYTES), "zz", 1),
+            good.replace("10.0.0.1/24", "10.0.0.1/24 dev lo"),
+        ];
+        for line in bad {
+            let mut h = HostHelper::new(0);
+            assert_eq!(h.start().trim(), HELPER_READY);
+            assert_eq!(parse_identity_answer(h.ask(&line).as_bytes()), Err("bad request".to_string()), "{line}");
+            assert!(h.read("hostname").is_empty() && h.read("urandom").is_empty(), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_helper_that_can_not_start_says_why() {
+        let mut h = HostHelper::new(0);
+        std::fs::remove_file(h.path("ip")).unwrap();
+        let said = h.start();
+        assert!(!said.contains(HELPER_READY), "{said}");
+        assert!(said.contains("identity helper did not start") && said.contains("No such file"), "{said}");
+        assert!(!std::path::Path::new(&h.helper().ready_path()).exists());
+    }
+
+    #[test]
+    fn answers_are_read_as_ok_or_error() {
+        assert_eq!(parse_identity_answer(b"ok 6.12.95+deb12-cloud-amd64\n"), Ok("6.12.95+deb12-cloud-amd64".into()));
+        assert_eq!(parse_identity_answer(b"error: bad request\n"), Err("bad request".into()));
+        assert!(parse_identity_answer(b"").unwrap_err().contains("neither ok nor error"));
     }
 
     #[test]

@@ -179,7 +179,7 @@ pub struct StartPhases {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_s: Option<f64>,
     /// Ready for the first step: the runner's work after the agent answered (a first
-    /// save of the kind's state, the identity command) done. Set by the runner.
+    /// save of the kind's state, the identity) done. Set by the runner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_s: Option<f64>,
 }
@@ -631,25 +631,7 @@ impl Vm {
         self.check_alive(&during)?;
         let deadline = Instant::now() + timeout;
         let timed_out = |vm: &Vm| VmError::StepTimeout { vm: vm.name.clone(), step: step.into(), timeout };
-        // An agent connection out of step (an earlier request, e.g. a clock sample, was
-        // given up before its answer), or lost to an earlier failed attempt, is replaced:
-        // a new connection whose `guest-sync-delimited` drops the late answers.
-        if self.qga.as_ref().is_none_or(Qga::out_of_step) {
-            while !self
-                .connect_agent(QGA_SYNC_WAIT.min(deadline.saturating_duration_since(Instant::now())), &during)
-                .await?
-            {
-                if Instant::now() >= deadline {
-                    return Err(VmError::Agent {
-                        vm: self.name.clone(),
-                        source: AgentError::SyncTimeout { during: during.clone(), timeout },
-                    });
-                }
-                if let Err(st) = or_exit(&mut self.child, tokio::time::sleep(POLL)).await {
-                    return Err(self.exit_error(st, &during));
-                }
-            }
-        }
+        self.agent_in_step(deadline, timeout, &during).await?;
         let qga = self.qga.as_ref().expect("connected above");
         let argv = ["-c".to_string(), script.to_string()];
         let spawn = tokio::time::timeout(timeout, qga.spawn("/bin/sh", &argv, stdin, &self.env));
@@ -682,6 +664,142 @@ impl Vm {
                 return Err(self.exit_error(st, &during));
             }
             polls += 1;
+        }
+    }
+
+    /// Makes sure the agent connection is in step before a request: one out of step (an
+    /// earlier request, e.g. a clock sample, was given up before its answer), or lost
+    /// to an earlier failed attempt, is replaced by a new connection whose
+    /// `guest-sync-delimited` drops the late answers; tries until `deadline`.
+    ///
+    /// Errors: [`AgentError::SyncTimeout`] (naming `timeout`) when no new connection
+    /// answered by `deadline`, [`VmError::Exited`] as soon as QEMU exits.
+    async fn agent_in_step(&mut self, deadline: Instant, timeout: Duration, during: &str) -> Result<(), VmError> {
+        if self.qga.as_ref().is_some_and(|q| !q.out_of_step()) {
+            return Ok(());
+        }
+        while !self.connect_agent(QGA_SYNC_WAIT.min(deadline.saturating_duration_since(Instant::now())), during).await?
+        {
+            if Instant::now() >= deadline {
+                return Err(VmError::Agent {
+                    vm: self.name.clone(),
+                    source: AgentError::SyncTimeout { during: during.to_string(), timeout },
+                });
+            }
+            if let Err(st) = or_exit(&mut self.child, tokio::time::sleep(POLL)).await {
+                return Err(self.exit_error(st, during));
+            }
+        }
+        Ok(())
+    }
+
+    /// One guest agent request `call` on the connection (made in step first), bounded
+    /// by `deadline`.
+    ///
+    /// Errors: [`VmError::StepTimeout`] (as `step`, naming `timeout`) past the
+    /// deadline, [`VmError::Exited`] as soon as QEMU exits, [`VmError::Agent`] when the
+    /// connection fails.
+    async fn agent_call<T>(
+        &mut self,
+        step: &str,
+        deadline: Instant,
+        timeout: Duration,
+        call: impl AsyncFnOnce(&Qga) -> std::io::Result<T>,
+    ) -> Result<T, VmError> {
+        let during = format!("during step {step}");
+        self.agent_in_step(deadline, timeout, &during).await?;
+        let qga = self.qga.as_ref().expect("connected above");
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        match or_exit(&mut self.child, tokio::time::timeout(left, call(qga))).await {
+            Ok(Ok(Ok(v))) => Ok(v),
+            Ok(Ok(Err(e))) => Err(self.agent_error(e, &during).await),
+            Ok(Err(_)) => Err(VmError::StepTimeout { vm: self.name.clone(), step: step.into(), timeout }),
+            Err(st) => Err(self.exit_error(st, &during)),
+        }
+    }
+
+    /// One request to a program in the guest that listens on a file: writes `request`
+    /// into the file `request_path` (which must exist; opened read-write, see
+    /// [`Qga::write_file_if_there`]), then polls `answer_path` every 10 ms through the
+    /// agent and returns its first [`EXCHANGE_ANSWER_LIMIT`] bytes once it is there.
+    /// The program must write its answer whole (e.g. renamed into place). After a
+    /// second without an answer, and each second after, checks that the program runs:
+    /// its PID is in the file `ready` (a decimal number) and `/proc/PID` is there.
+    /// `step` names the exchange in errors. Used for the identity helper
+    /// ([`super::state::IdentityHelper`]).
+    ///
+    /// Errors: [`AgentError::ExchangeFailed`] when `request_path` is not there, or
+    /// the program is not running (no PID in `ready`, or no `/proc/PID`) and did not
+    /// answer; [`VmError::StepTimeout`] after
+    /// `timeout`; [`VmError::Exited`] and [`VmError::Agent`] as for [`Vm::exec`].
+    pub async fn exchange(
+        &mut self,
+        step: &str,
+        ready: &str,
+        request_path: &str,
+        request: &[u8],
+        answer_path: &str,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, VmError> {
+        let deadline = Instant::now() + timeout;
+        let failed = |vm: &Vm, why: String| VmError::Agent {
+            vm: vm.name.clone(),
+            source: AgentError::ExchangeFailed { step: step.to_string(), why },
+        };
+        self.check_alive(&format!("during step {step}"))?;
+        let written = self
+            .agent_call(step, deadline, timeout, async |q: &Qga| q.write_file_if_there(request_path, request).await)
+            .await?;
+        if !written {
+            return Err(failed(self, format!("its program is not listening ({request_path} is not there)")));
+        }
+        let mut next_check = Instant::now() + Duration::from_secs(1);
+        loop {
+            let answer = self
+                .agent_call(step, deadline, timeout, async |q: &Qga| {
+                    q.read_file_if_there(answer_path, EXCHANGE_ANSWER_LIMIT).await
+                })
+                .await?;
+            if let Some(answer) = answer {
+                return Ok(answer);
+            }
+            if Instant::now() >= next_check {
+                next_check = Instant::now() + Duration::from_secs(1);
+                // Read only now: an answer in time costs no round trip for it.
+                let pid = self
+                    .agent_call(step, deadline, timeout, async |q: &Qga| q.read_file_if_there(ready, 64).await)
+                    .await?;
+                let pid = pid.and_then(|b| String::from_utf8_lossy(&b).trim().parse::<u32>().ok());
+                let proc = pid.map(|p| format!("/proc/{p}/stat"));
+                let alive = match &proc {
+                    Some(proc) => {
+                        self.agent_call(step, deadline, timeout, async |q: &Qga| q.read_file_if_there(proc, 64).await)
+                            .await?
+                    }
+                    None => None,
+                };
+                if alive.is_none() {
+                    // It may have answered just before it exited.
+                    let answer = self
+                        .agent_call(step, deadline, timeout, async |q: &Qga| {
+                            q.read_file_if_there(answer_path, EXCHANGE_ANSWER_LIMIT).await
+                        })
+                        .await?;
+                    return answer.ok_or_else(|| {
+                        let why = match pid {
+                            Some(pid) => format!("its program (PID {pid}) is not running and did not answer"),
+                            None => format!("its program is not listening ({ready} is not there or holds no PID)"),
+                        };
+                        failed(self, why)
+                    });
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(VmError::StepTimeout { vm: self.name.clone(), step: step.into(), timeout });
+            }
+            if let Err(st) = or_exit(&mut self.child, tokio::time::sleep(EXCHANGE_POLL)).await {
+                return Err(self.exit_error(st, &format!("during step {step}")));
+            }
         }
     }
 
@@ -755,6 +873,13 @@ pub(crate) fn inherit_as(fd: i32, target: i32) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// How often [`Vm::exchange`] looks for the answer: each look is one guest agent
+/// round trip (a `guest-file-open` the agent refuses while the file is not there).
+const EXCHANGE_POLL: Duration = Duration::from_millis(10);
+
+/// The most of an answer file [`Vm::exchange`] reads, bytes.
+pub const EXCHANGE_ANSWER_LIMIT: u32 = 4096;
 
 /// Awaits `fut` unless `child` exits first; then `Err` with its exit status. The exit is
 /// noticed at once (tokio's SIGCHLD handling), so no wait on a guest outlives its QEMU.
