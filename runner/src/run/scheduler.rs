@@ -398,7 +398,9 @@ async fn set_identity(
                 &helper.request_path(),
                 request.as_bytes(),
                 &helper.answer_path(),
-                IDENTITY_TIMEOUT,
+                // A helper answers within a second; one that does not by the restore's
+                // own limit is given up as a failed restore is.
+                restore_limit(vp.boot_timeout),
             )
             .await;
         let why = match exchanged {
@@ -409,10 +411,12 @@ async fn set_identity(
             Err(VmError::Agent { source: AgentError::ExchangeFailed { why, .. }, .. }) => {
                 format!("identity helper: {why}")
             }
-            // Alive but stuck (its `ip`, say): the restore is given up like a failed one.
+            // Alive but stuck (its `ip`, say), or the agent failed on the way: the
+            // restore is given up like a failed one (QEMU's exit stays an error).
             Err(VmError::StepTimeout { timeout, .. }) => {
                 format!("identity helper: no answer within {} s", timeout.as_secs())
             }
+            Err(VmError::Agent { source, .. }) => format!("identity helper: the guest agent failed: {source}"),
             Err(e) => return Err(RunError::Vm(e)),
         };
         if how == IdentityBy::Helper {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::{Cache, CacheOutcome, ImageError};
+use super::{Cache, CacheOutcome, CancelFlag, ImageError};
 
 /// The Debian archive base URL (e.g. `http://<mirror>/debian`), without a trailing `/`.
 pub fn archive_url() -> Result<String, ImageError> {
@@ -191,16 +191,18 @@ pub fn fetch_deb_held(
         .unwrap_or_else(|| "package.deb".into());
     let (dir, outcome, hold) = cache.get_or_build_held("debs", sha256, |tmp| {
         let url = format!("{}/{filename}", archive_url_for_file(filename)?);
-        download_verified(&url, &tmp.join(&file_name), size, sha256)
+        download_verified(&url, &tmp.join(&file_name), size, sha256, cache.cancel_flag())
     })?;
     Ok((dir.join(file_name), outcome, hold))
 }
 
-fn download_verified(url: &str, dest: &Path, size: u64, sha256: &str) -> Result<(), ImageError> {
+/// Downloads `url` to `dest`, checking its size and SHA-256; tried again when the
+/// network failed ([`super::tool::NETWORK_RETRY_WAITS`]), unless `cancel` is set.
+fn download_verified(url: &str, dest: &Path, size: u64, sha256: &str, cancel: &CancelFlag) -> Result<(), ImageError> {
     super::tool::retry_on_network(
         &format!("fetching {url}"),
         &super::tool::NETWORK_RETRY_WAITS,
-        None,
+        Some(cancel),
         |e: &ImageError| e.is_network_failure().then(|| e.to_string()),
         || download_verified_once(url, dest, size, sha256),
     )

@@ -301,30 +301,30 @@ fn get(archive: &str, rel: &str, limit: u64) -> Result<Vec<u8>, Get> {
             Err(e) => Err(bad(e.to_string())),
         };
     }
-    // Err(None): 404; Err(Some(words)) otherwise.
-    let call = || match ureq::get(&url).timeout(std::time::Duration::from_secs(300)).call() {
-        Ok(resp) => Ok(resp),
-        Err(ureq::Error::Status(404, _)) => Err(None),
-        Err(e) => Err(Some(e.to_string())),
+    // The request and the body, tried again together when the network failed (no run's
+    // cancel flag reaches an index read: at most the waits of NETWORK_RETRY_WAITS).
+    // Ok(Err(_)): the index is refused; Err(None): 404; Err(Some(words)): failed.
+    let too_large = || bad(format!("it is larger than {}", in_bytes(limit)));
+    let call = || -> Result<Result<Vec<u8>, Get>, Option<String>> {
+        let resp = match ureq::get(&url).timeout(std::time::Duration::from_secs(300)).call() {
+            Ok(resp) => resp,
+            Err(ureq::Error::Status(404, _)) => return Err(None),
+            Err(e) => return Err(Some(e.to_string())),
+        };
+        if resp.header("Content-Length").and_then(|l| l.parse::<u64>().ok()).is_some_and(|l| l > limit) {
+            return Ok(Err(too_large()));
+        }
+        let mut bytes = Vec::new();
+        resp.into_reader().take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| Some(e.to_string()))?;
+        if bytes.len() as u64 > limit {
+            return Ok(Err(too_large()));
+        }
+        Ok(Ok(bytes))
     };
     let transport = |e: &Option<String>| e.clone().filter(|w| super::tool::network_failure(w));
     let waits = &super::tool::NETWORK_RETRY_WAITS;
     match super::tool::retry_on_network(&format!("fetching {url}"), waits, None, transport, call) {
-        Ok(resp) => {
-            let too_large = || format!("it is larger than {}", in_bytes(limit));
-            if resp.header("Content-Length").and_then(|l| l.parse::<u64>().ok()).is_some_and(|l| l > limit) {
-                return Err(bad(too_large()));
-            }
-            let mut bytes = Vec::new();
-            resp.into_reader()
-                .take(limit.saturating_add(1))
-                .read_to_end(&mut bytes)
-                .map_err(|e| Get::Failed(IndexError::Fetch(format!("{url}: {e}"))))?;
-            if bytes.len() as u64 > limit {
-                return Err(bad(too_large()));
-            }
-            Ok(bytes)
-        }
+        Ok(read) => read,
         Err(None) => Err(Get::NotFound),
         Err(Some(e)) => Err(Get::Failed(IndexError::Fetch(format!("{url}: {e}")))),
     }

@@ -103,14 +103,14 @@ pub(crate) const NETWORK_RETRY_WAITS: [std::time::Duration; 2] =
 
 /// Whether `text` (an error's words, or the last lines a tool printed) says the network
 /// failed rather than the request: apt's `Temporary failure resolving`, `Could not
-/// resolve`, `Could not connect`, `Connection timed out`, `Connection failed`,
+/// resolve '…'`, `Could not connect`, `Connection timed out`, `Connection failed`,
 /// `Unable to connect` (apt 2.6, under mmdebstrap) and ureq 2's transport errors
 /// (`Dns Failed`, `Connection Failed`, `timed out`, `connection reset`). A 404, a
 /// checksum that differs or a package apt can't find is not.
 pub(crate) fn network_failure(text: &str) -> bool {
     const SIGNS: [&str; 10] = [
         "temporary failure resolving",
-        "could not resolve",
+        "could not resolve '",
         "could not connect",
         "connection timed out",
         "connection failed",

@@ -162,6 +162,20 @@ impl Qga {
         Ok(self.inflight.run_answered("guest agent", self.service.execute(open)).await?.ok())
     }
 
+    /// Whether the guest file `path` can be opened for reading (`guest-file-open`, then
+    /// `guest-file-close`; a close the agent refuses, e.g. of a `/proc/PID` file whose
+    /// process just ended, still counts as there).
+    ///
+    /// Errors: the connection failed.
+    pub async fn file_there(&self, path: &str) -> std::io::Result<bool> {
+        let Some(handle) = self.file_open_if_there(path, "r").await? else {
+            return Ok(false);
+        };
+        let close = qga::guest_file_close { handle };
+        let _refused = self.inflight.run_answered("guest agent", self.service.execute(close)).await?;
+        Ok(true)
+    }
+
     /// `guest-file-close` of `handle`.
     ///
     /// Errors: the connection failed, or the agent refused.
@@ -330,6 +344,20 @@ mod tests {
         assert!(requests[0].contains("guest-file-open") && requests[0].contains("\"mode\":\"r\""), "{requests:?}");
         assert!(requests[2].contains("guest-file-read") && requests[2].contains("\"count\":4096"), "{requests:?}");
         assert!(requests[3].contains("guest-file-close"), "{requests:?}");
+    }
+
+    #[tokio::test]
+    async fn a_file_is_there_when_it_opens_even_if_its_close_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("qga.sock");
+        let refused = "{\"error\": {\"class\": \"GenericError\", \"desc\": \"No such process\"}}\n";
+        let agent = scripted_agent(&socket, vec!["{\"return\": 1001}\n", refused, refused]);
+        let qga = Qga::try_connect(&socket, Duration::from_secs(5), 8).await.unwrap().expect("synced");
+        assert!(qga.file_there("/proc/118/stat").await.unwrap(), "opened: there, though its close was refused");
+        assert!(!qga.file_there("/proc/119/stat").await.unwrap(), "refused open: not there");
+        let requests = agent.await.unwrap();
+        assert!(requests[1].contains("guest-file-close") && requests[1].contains("1001"), "{requests:?}");
+        assert_eq!(requests.len(), 3, "no close after a refused open: {requests:?}");
     }
 
     #[tokio::test]

@@ -772,13 +772,14 @@ impl Vm {
                 let pid = pid.and_then(|b| String::from_utf8_lossy(&b).trim().parse::<u32>().ok());
                 let proc = pid.map(|p| format!("/proc/{p}/stat"));
                 let alive = match &proc {
+                    // Opened and closed, not read: a process that ends between the two
+                    // (it answered) makes the read, not the open, fail.
                     Some(proc) => {
-                        self.agent_call(step, deadline, timeout, async |q: &Qga| q.read_file_if_there(proc, 64).await)
-                            .await?
+                        self.agent_call(step, deadline, timeout, async |q: &Qga| q.file_there(proc).await).await?
                     }
-                    None => None,
+                    None => false,
                 };
-                if alive.is_none() {
+                if !alive {
                     // It may have answered just before it exited.
                     let answer = self
                         .agent_call(step, deadline, timeout, async |q: &Qga| {
