@@ -203,7 +203,7 @@ fn download_verified(url: &str, dest: &Path, size: u64, sha256: &str, cancel: &C
         &format!("fetching {url}"),
         &super::tool::NETWORK_RETRY_WAITS,
         Some(cancel),
-        |e: &ImageError| e.is_network_failure().then(|| e.to_string()),
+        ImageError::network_failure,
         || download_verified_once(url, dest, size, sha256),
     )
 }

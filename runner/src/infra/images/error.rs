@@ -92,19 +92,18 @@ pub enum ImageError {
 }
 
 impl ImageError {
-    /// Whether this is a download or an mmdebstrap run that failed because the network
-    /// did (apt's and ureq's words for a name that would not resolve, a connection
-    /// refused or timed out): worth another attempt.
-    pub fn is_network_failure(&self) -> bool {
-        match self {
+    /// The error's words if it is a download or an mmdebstrap run that failed because
+    /// the network did (apt's and ureq's words for a name that would not resolve, a
+    /// connection refused or timed out): worth another attempt. `None` otherwise.
+    pub fn network_failure(&self) -> Option<String> {
+        let network = match self {
             ImageError::Tool { tool, tail, .. } => tool == "mmdebstrap" && super::tool::network_failure(tail),
             ImageError::Fetch(words) => super::tool::network_failure(words),
             _ => false,
-        }
+        };
+        network.then(|| self.to_string())
     }
-}
 
-impl ImageError {
     pub(crate) fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ImageError + 'a {
         move |source| ImageError::Io(PathIo { what, path: path.to_path_buf(), source })
     }

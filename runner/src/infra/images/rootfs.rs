@@ -184,7 +184,7 @@ fn build(
         &format!("building rootfs {}", recipe.distribution),
         &super::tool::NETWORK_RETRY_WAITS,
         Some(cancel),
-        |e: &ImageError| e.is_network_failure().then(|| e.to_string()),
+        ImageError::network_failure,
         mmdebstrap,
     )?;
 

@@ -856,7 +856,9 @@ pub(crate) mod tests {
     /// what it was told: nothing of the host is changed.
     struct HostHelper {
         dir: tempfile::TempDir,
-        child: Option<std::process::Child>,
+        /// The helper's paths in `dir`: run folder, ip, urandom, hostname, etc-hostname,
+        /// osrelease, eth0.
+        paths: [String; 7],
     }
 
     impl HostHelper {
@@ -868,7 +870,9 @@ pub(crate) mod tests {
         /// an RTNETLINK message when that is not 0).
         fn new(ip_status: u8) -> HostHelper {
             let dir = tempfile::tempdir().unwrap();
-            let h = HostHelper { dir, child: None };
+            let at = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+            let paths = ["run", "ip", "urandom", "hostname", "etc-hostname", "osrelease", "eth0"].map(at);
+            let h = HostHelper { dir, paths };
             let fake = format!(
                 "#!/bin/sh\ncat > {}\n[ {ip_status} = 0 ] || echo 'RTNETLINK answers: Operation not permitted' >&2\nexit {ip_status}\n",
                 h.path("ip.in")
@@ -878,28 +882,17 @@ pub(crate) mod tests {
             std::fs::write(h.path("osrelease"), "6.1.0-test-amd64\n").unwrap();
             std::fs::write(h.path("eth0"), "").unwrap();
             std::fs::create_dir(h.path("run")).unwrap();
-            std::fs::create_dir(h.path("empty-path")).unwrap();
             h
         }
 
         fn helper(&self) -> IdentityHelper<'_> {
-            // Leaked: the test's strings live as long as the test.
-            let p = |n: &str| &*Box::leak(self.path(n).into_boxed_str());
-            IdentityHelper {
-                dir: p("run"),
-                ip: p("ip"),
-                urandom: p("urandom"),
-                hostname: p("hostname"),
-                etc_hostname: p("etc-hostname"),
-                osrelease: p("osrelease"),
-                eth0: p("eth0"),
-                clock_syscall: 228,
-            }
+            let [dir, ip, urandom, hostname, etc_hostname, osrelease, eth0] = &self.paths;
+            IdentityHelper { dir, ip, urandom, hostname, etc_hostname, osrelease, eth0, clock_syscall: 228 }
         }
 
         /// Starts the helper with `sh -c` of its start script (`PATH` only for the
         /// shell's own tools) and returns what the script printed.
-        fn start(&mut self) -> String {
+        fn start(&self) -> String {
             let out = std::process::Command::new("/bin/sh")
                 .arg("-c")
                 .arg(self.helper().start_script())
@@ -934,26 +927,13 @@ pub(crate) mod tests {
 
     impl Drop for HostHelper {
         fn drop(&mut self) {
-            if let Some(mut c) = self.child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-            // A helper still waiting: a line that is no request makes it exit.
-            if let Ok(mut f) =
-                std::fs::OpenOptions::new().write(true).custom_flags_nonblock().open(self.helper().request_path())
-            {
+            // A helper still waiting: a line that is no request makes it exit (opened
+            // without waiting: with no helper left there is no reader, and it fails).
+            let mut fifo = std::fs::OpenOptions::new();
+            std::os::unix::fs::OpenOptionsExt::custom_flags(fifo.write(true), libc::O_NONBLOCK);
+            if let Ok(mut f) = fifo.open(self.helper().request_path()) {
                 let _ = std::io::Write::write_all(&mut f, b"stop\n");
             }
-        }
-    }
-
-    trait NonBlock {
-        fn custom_flags_nonblock(&mut self) -> &mut Self;
-    }
-
-    impl NonBlock for std::fs::OpenOptions {
-        fn custom_flags_nonblock(&mut self) -> &mut Self {
-            std::os::unix::fs::OpenOptionsExt::custom_flags(self, libc::O_NONBLOCK)
         }
     }
 
@@ -999,7 +979,7 @@ pub(crate) mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_helper_applies_a_request_and_answers_with_the_release() {
-        let mut h = HostHelper::new(0);
+        let h = HostHelper::new(0);
         assert_eq!(h.start().trim(), HELPER_READY);
         let random: Vec<u8> = (0..IDENTITY_RANDOM_BYTES as u8).collect();
         let request =
@@ -1021,7 +1001,7 @@ pub(crate) mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn an_ip_that_fails_is_an_error_answer_with_its_message() {
-        let mut h = HostHelper::new(2);
+        let h = HostHelper::new(2);
         assert_eq!(h.start().trim(), HELPER_READY);
         let request =
             identity_request(&[7; IDENTITY_RANDOM_BYTES], "server", "52:54:00:00:00:01", 1500, "10.0.0.1/24", 1.0);
@@ -1045,7 +1025,7 @@ pub(crate) mod tests {
             good.replace("10.0.0.1/24", "10.0.0.1/24 dev lo"),
         ];
         for line in bad {
-            let mut h = HostHelper::new(0);
+            let h = HostHelper::new(0);
             assert_eq!(h.start().trim(), HELPER_READY);
             assert_eq!(parse_identity_answer(h.ask(&line).as_bytes()), Err("bad request".to_string()), "{line}");
             assert!(h.read("hostname").is_empty() && h.read("urandom").is_empty(), "{line}");
@@ -1056,7 +1036,7 @@ pub(crate) mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn a_helper_that_can_not_start_says_why() {
-        let mut h = HostHelper::new(0);
+        let h = HostHelper::new(0);
         std::fs::remove_file(h.path("ip")).unwrap();
         let said = h.start();
         assert!(!said.contains(HELPER_READY), "{said}");

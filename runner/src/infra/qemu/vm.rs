@@ -754,6 +754,9 @@ impl Vm {
             return Err(failed(self, format!("its program is not listening ({request_path} is not there)")));
         }
         let mut next_check = Instant::now() + Duration::from_secs(1);
+        // Why the program is not running, once seen: the answer is looked for once more
+        // (it may have answered just before it exited).
+        let mut gone: Option<String> = None;
         loop {
             let answer = self
                 .agent_call(step, deadline, timeout, async |q: &Qga| {
@@ -763,6 +766,9 @@ impl Vm {
             if let Some(answer) = answer {
                 return Ok(answer);
             }
+            if let Some(why) = gone {
+                return Err(failed(self, why));
+            }
             if Instant::now() >= next_check {
                 next_check = Instant::now() + Duration::from_secs(1);
                 // Read only now: an answer in time costs no round trip for it.
@@ -770,29 +776,19 @@ impl Vm {
                     .agent_call(step, deadline, timeout, async |q: &Qga| q.read_file_if_there(ready, 64).await)
                     .await?;
                 let pid = pid.and_then(|b| String::from_utf8_lossy(&b).trim().parse::<u32>().ok());
-                let proc = pid.map(|p| format!("/proc/{p}/stat"));
-                let alive = match &proc {
+                gone = match pid {
                     // Opened and closed, not read: a process that ends between the two
                     // (it answered) makes the read, not the open, fail.
-                    Some(proc) => {
-                        self.agent_call(step, deadline, timeout, async |q: &Qga| q.file_there(proc).await).await?
+                    Some(pid) => {
+                        let proc = format!("/proc/{pid}/stat");
+                        let alive =
+                            self.agent_call(step, deadline, timeout, async |q: &Qga| q.file_there(&proc).await).await?;
+                        (!alive).then(|| format!("its program (PID {pid}) is not running and did not answer"))
                     }
-                    None => false,
+                    None => Some(format!("its program is not listening ({ready} is not there or holds no PID)")),
                 };
-                if !alive {
-                    // It may have answered just before it exited.
-                    let answer = self
-                        .agent_call(step, deadline, timeout, async |q: &Qga| {
-                            q.read_file_if_there(answer_path, EXCHANGE_ANSWER_LIMIT).await
-                        })
-                        .await?;
-                    return answer.ok_or_else(|| {
-                        let why = match pid {
-                            Some(pid) => format!("its program (PID {pid}) is not running and did not answer"),
-                            None => format!("its program is not listening ({ready} is not there or holds no PID)"),
-                        };
-                        failed(self, why)
-                    });
+                if gone.is_some() {
+                    continue;
                 }
             }
             if Instant::now() >= deadline {
